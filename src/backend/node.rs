@@ -1,0 +1,155 @@
+//! One Redis server: a connector with explicit timeouts, and a lazily reconnecting connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Client, Connection};
+
+use super::{BackendError, Endpoint};
+
+/// Opens connections to one server. Cheap to clone; every thread that talks to Redis opens its
+/// own connection through it.
+#[derive(Clone, Debug)]
+pub struct Connector {
+    endpoint: Arc<Endpoint>,
+    timeout: Duration,
+}
+
+impl Connector {
+    /// A connector for `endpoint`. `timeout` bounds connect + handshake and every later read and
+    /// write (redis-rs sets none by default, so a silent server would hang us forever).
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> Self {
+        Connector {
+            endpoint: Arc::new(endpoint),
+            timeout,
+        }
+    }
+
+    /// The same server with another timeout.
+    pub fn with_timeout(&self, timeout: Duration) -> Self {
+        Connector {
+            endpoint: Arc::clone(&self.endpoint),
+            timeout,
+        }
+    }
+
+    /// The server's address for messages (password redacted).
+    pub fn display(&self) -> &str {
+        self.endpoint.display()
+    }
+
+    /// The command timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A node handle that connects on first use.
+    pub fn node(&self) -> Node {
+        Node {
+            connector: self.clone(),
+            conn: None,
+        }
+    }
+
+    pub(super) fn open(&self) -> Result<Connection, BackendError> {
+        // No CLIENT SETINFO: Redis < 7.2 rejects it, and redis-rs waits out a full timeout for
+        // each ignored reply when the server is stalled (twice the timeout per connect).
+        let info = self.endpoint.info.clone().set_redis_settings(
+            self.endpoint
+                .info
+                .redis_settings()
+                .clone()
+                .set_skip_set_lib_name(),
+        );
+        let client = Client::open(info).map_err(BackendError::from_connect)?;
+        let conn = client
+            .get_connection_with_timeout(self.timeout)
+            .map_err(BackendError::from_connect)?;
+        // get_connection_with_timeout removes its temporary timeouts once connected: set ours.
+        conn.set_read_timeout(Some(self.timeout))
+            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
+            .map_err(BackendError::from_connect)?;
+        Ok(conn)
+    }
+}
+
+/// A Lua script, sent with EVALSHA (falling back to loading it on NOSCRIPT).
+pub struct Script(redis::Script);
+
+impl Script {
+    /// Wrap Lua source.
+    pub fn new(source: &str) -> Self {
+        Script(redis::Script::new(source))
+    }
+}
+
+/// One connection to one server, opened on first use and reopened after a failure.
+pub struct Node {
+    connector: Connector,
+    conn: Option<Connection>,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Script").field(&self.0.get_hash()).finish()
+    }
+}
+
+impl Node {
+    /// Make sure a connection is open (reconnecting if needed).
+    pub fn connect(&mut self) -> Result<(), BackendError> {
+        self.conn().map(|_| ())
+    }
+
+    /// Drop the connection; the next command opens a new one.
+    pub fn disconnect(&mut self) {
+        self.conn = None;
+    }
+
+    /// Run `script` with `keys` and `args`; the script must return an array of integers.
+    pub fn eval_ints(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Vec<i64>, BackendError> {
+        let mut invocation = script.0.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let conn = self.conn()?;
+        let result = invocation.invoke::<Vec<i64>>(conn);
+        self.finish(result)
+    }
+
+    fn conn(&mut self) -> Result<&mut Connection, BackendError> {
+        match &mut self.conn {
+            Some(conn) => Ok(conn),
+            slot => Ok(slot.insert(self.connector.open()?)),
+        }
+    }
+
+    /// Map a command's result, dropping the connection after any error that may have left it in
+    /// an unknown state (a late reply would otherwise be read as the answer to the next command).
+    fn finish<T>(&mut self, result: redis::RedisResult<T>) -> Result<T, BackendError> {
+        result.map_err(|err| {
+            let err = match BackendError::from_command(err) {
+                BackendError::Io {
+                    timeout: true,
+                    detail: _,
+                } => BackendError::Io {
+                    timeout: true,
+                    detail: format!("within {}", crate::output::duration(self.connector.timeout)),
+                },
+                other => other,
+            };
+            if !matches!(err, BackendError::Server { .. }) {
+                self.conn = None;
+            }
+            err
+        })
+    }
+}

@@ -1,0 +1,116 @@
+//! Which signals distlock catches, and why.
+//!
+//! # Signal policy
+//!
+//! * **INT, TERM, HUP, QUIT** are caught from the very start. While waiting for the lock they end
+//!   the wait cleanly (nothing left in Redis; exit 128+N). While the child runs, each one that
+//!   reaches distlock is forwarded once to the child's process group, and distlock goes on
+//!   renewing until the child exits. When distlock handed the terminal to the child, the
+//!   terminal's own Ctrl-C/Ctrl-\ go to the child's group only and never to distlock, so the
+//!   child sees each keypress exactly once; when it did not (cron, CI, pipes), the child's group
+//!   is not the terminal's, and distlock's forwarding is the only delivery.
+//! * A signal that distlock inherited as *ignored* (e.g. HUP under `nohup`) stays ignored and is
+//!   not caught, so the child inherits the same disposition (SIG_IGN survives exec, handlers do
+//!   not).
+//! * **CHLD** drives reaping. **TSTP** and **CONT** drive job control (see the supervisor).
+//! * **TTOU** is ignored by distlock itself, so that taking the terminal back with `tcsetpgrp`
+//!   from the background, or writing a warning while the child owns the terminal, can never stop
+//!   distlock (and its renewals). The child gets TTOU back to its default in `pre_exec`.
+
+use std::thread;
+
+use nix::sys::signal::{SigHandler, Signal};
+use signal_hook::iterator::Signals;
+
+use crate::events::{Event, Sender};
+
+/// Signals forwarded to the child (and that end a wait).
+pub const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Whether `signal` asks distlock to stop (forwarded while the child runs).
+pub fn is_termination(signal: i32) -> bool {
+    FORWARDED.contains(&signal)
+}
+
+/// What the signal set-up found and did.
+#[derive(Clone, Copy, Debug)]
+pub struct Dispositions {
+    /// SIGTTOU was at its default when distlock started (so the child must get it back).
+    pub ttou_was_default: bool,
+}
+
+/// Start catching signals; each one becomes an [`Event::Signal`] on `events`.
+pub fn install(events: Sender) -> std::io::Result<Dispositions> {
+    let mut caught: Vec<i32> = FORWARDED
+        .iter()
+        .copied()
+        .filter(|&s| !is_ignored(s))
+        .collect();
+    caught.push(libc::SIGCHLD);
+    caught.push(libc::SIGCONT);
+    if !is_ignored(libc::SIGTSTP) {
+        caught.push(libc::SIGTSTP);
+    }
+    let mut signals = Signals::new(&caught)?;
+    thread::Builder::new()
+        .name("distlock-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if events.send(Event::Signal(signal)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    let ttou_was_default = !is_ignored(libc::SIGTTOU);
+    // SAFETY: installing SIG_IGN runs no code of ours in signal context.
+    unsafe { nix::sys::signal::signal(Signal::SIGTTOU, SigHandler::SigIgn) }
+        .map_err(std::io::Error::from)?;
+    Ok(Dispositions { ttou_was_default })
+}
+
+/// Whether `signal` is currently ignored (SIG_IGN) in this process.
+fn is_ignored(signal: i32) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter, and passing a null new action only
+    // queries the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Die of `signal`, the way the child did, so that a calling shell sees a death by signal (and,
+/// for INT, stops its loop). Falls back to `exit(128 + signal)` if the signal does not kill us.
+pub fn die_of(signal: i32) -> ! {
+    let core_dumping = matches!(
+        signal,
+        libc::SIGQUIT
+            | libc::SIGILL
+            | libc::SIGTRAP
+            | libc::SIGABRT
+            | libc::SIGBUS
+            | libc::SIGFPE
+            | libc::SIGSEGV
+            | libc::SIGSYS
+            | libc::SIGXCPU
+            | libc::SIGXFSZ
+    );
+    if core_dumping {
+        // The child's crash is not ours: do not leave a core file of distlock behind.
+        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    }
+    if let Ok(sig) = Signal::try_from(signal) {
+        if !matches!(
+            sig,
+            Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+        ) {
+            // SAFETY: restoring the default disposition runs no code of ours in signal context.
+            let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+            let mut set = nix::sys::signal::SigSet::empty();
+            set.add(sig);
+            let _ = set.thread_unblock();
+            let _ = nix::sys::signal::raise(sig);
+        }
+    }
+    std::process::exit(i32::from(crate::exit::for_signal(signal)))
+}

@@ -1,0 +1,349 @@
+//! The supervisor: the main thread's event loop while the child runs.
+//!
+//! It reaps (distlock is a child subreaper, so orphaned grandchildren are reaped here too),
+//! forwards signals, runs job control (Ctrl-Z / fg), tracks the last confirmed renewal, and owns
+//! the kill deadlines. It returns once the child *and every process left in its group* are gone:
+//! a child never outlives the lock, and neither do the background processes it leaves behind.
+//!
+//! Order of operations where it matters: kill first, log after (a blocked stderr must not delay
+//! a kill), and never let a Redis call stand between a deadline and its signal (the renewer is
+//! another thread; this loop only waits on its channel with a timeout).
+
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::signals;
+use super::terminal::Terminal;
+use crate::backend::BackendError;
+use crate::events::{Event, Receiver};
+use crate::output::{self, Output};
+use crate::renew::{Deadlines, Renewer};
+
+/// How the lock was lost.
+#[derive(Debug)]
+pub enum Loss {
+    /// A renewal found the key gone or holding another token.
+    NotHeld,
+    /// Renewals failed (or hung) until the deadline.
+    RenewalsFailed {
+        /// The last error seen, if any reply came back at all.
+        last_error: Option<BackendError>,
+        /// Time since the last confirmed renewal was sent.
+        since_last_ok: Duration,
+    },
+}
+
+/// How the supervised run ended.
+#[derive(Debug)]
+pub enum Ending {
+    /// The child exited with this code while the lock was held.
+    Exited(i32),
+    /// The child was killed by this signal (not ours) while the lock was held.
+    Signaled(i32),
+    /// The lock was lost; the child's group was killed.
+    Lost(Loss),
+}
+
+/// What the supervisor needs.
+pub struct Supervisor<'a> {
+    /// The child's pid, which is also its process-group id.
+    pub group: Pid,
+    /// The terminal, when it was handed to the child.
+    pub terminal: Option<Terminal>,
+    /// The kill deadlines.
+    pub deadlines: Deadlines,
+    /// The signal that starts the kill sequence.
+    pub kill_signal: Signal,
+    /// Send time of the acquire attempt (the first "renewal").
+    pub acquired: Instant,
+    /// The renewal thread.
+    pub renewer: &'a Renewer,
+    /// Messages.
+    pub out: &'a Output,
+}
+
+/// After SIGKILL, how long to wait for the group to disappear before giving up on it.
+const AFTER_SIGKILL: Duration = Duration::from_secs(2);
+/// How often to look at the group while it is being emptied (grandchildren do not always send
+/// us SIGCHLD: their parent, not distlock, reaps them).
+const GROUP_POLL: Duration = Duration::from_millis(10);
+
+#[derive(Default)]
+struct State {
+    last_ok: Option<Instant>,
+    status: Option<WaitStatus>,
+    loss: Option<Loss>,
+    /// When SIGKILL is due (a kill sequence is under way).
+    kill_at: Option<Instant>,
+    killed_at: Option<Instant>,
+    /// The child is stopped.
+    stopped: bool,
+    /// We stopped ourselves after the child stopped (job control); resuming waits for a renewal.
+    job_stopped: bool,
+    /// We forwarded a SIGTSTP and will stop ourselves when the child stops.
+    stop_requested: bool,
+    /// A renewal sent after this instant must succeed before the child may continue.
+    resume_after: Option<Instant>,
+    renew_failing_since: Option<Instant>,
+    last_error: Option<BackendError>,
+    leftovers_reported: bool,
+}
+
+impl Supervisor<'_> {
+    /// Supervise until the child and its group are gone.
+    pub fn run(mut self, events: &Receiver) -> Ending {
+        let mut st = State {
+            last_ok: Some(self.acquired),
+            ..State::default()
+        };
+        // The child may have exited before we got here; its SIGCHLD is queued, but reap now too.
+        self.reap(&mut st);
+        loop {
+            let now = Instant::now();
+            let last_ok = st.last_ok.unwrap_or(self.acquired);
+            if st.loss.is_none() && now >= self.deadlines.term_at(last_ok) {
+                self.start_kill(&mut st, now, self.deadlines.kill_at(last_ok));
+                st.loss = Some(Loss::RenewalsFailed {
+                    last_error: st.last_error.take(),
+                    since_last_ok: now.duration_since(last_ok),
+                });
+                self.renewer.stop();
+            }
+            if let Some(at) = st.kill_at {
+                if st.killed_at.is_none() && now >= at {
+                    let _ = killpg(self.group, Signal::SIGKILL);
+                    st.killed_at = Some(now);
+                }
+            }
+            if st.status.is_some() {
+                self.reap(&mut st);
+                if group_is_empty(self.group) {
+                    break;
+                }
+                if st.loss.is_none() && st.kill_at.is_none() {
+                    // The command exited but left processes in its group: they would run on
+                    // without the lock. Stop them the same way as on loss, then release.
+                    let kill_by = now + self.deadlines.grace;
+                    self.start_kill(&mut st, now, kill_by.min(self.deadlines.kill_at(last_ok)));
+                }
+                if !st.leftovers_reported && st.loss.is_none() {
+                    st.leftovers_reported = true;
+                    self.out.warn(format!(
+                        "the command exited but left processes in its process group; sent them {} before releasing the lock",
+                        signal_name(self.kill_signal)
+                    ));
+                }
+                if let Some(killed) = st.killed_at {
+                    if now.duration_since(killed) >= AFTER_SIGKILL {
+                        self.out.warn(
+                            "processes of the command's group survived SIGKILL for 2s (stuck in the kernel?); giving up on them",
+                        );
+                        break;
+                    }
+                }
+            }
+            let timeout = self.next_timeout(&st, now);
+            match events.recv_timeout(timeout) {
+                Ok(event) => self.handle(&mut st, event),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(GROUP_POLL.min(timeout));
+                    self.reap(&mut st);
+                }
+            }
+        }
+        if let Some(terminal) = &mut self.terminal {
+            if terminal.we_are_foreground() || st.status.is_some() {
+                terminal.take_back();
+            }
+        }
+        match (st.loss, st.status) {
+            (Some(loss), _) => Ending::Lost(loss),
+            (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
+            (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
+            (None, _) => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
+        }
+    }
+
+    fn next_timeout(&self, st: &State, now: Instant) -> Duration {
+        let mut next = None::<Instant>;
+        let mut consider = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
+        if st.loss.is_none() {
+            consider(self.deadlines.term_at(st.last_ok.unwrap_or(self.acquired)));
+        }
+        if let (Some(at), None) = (st.kill_at, st.killed_at) {
+            consider(at);
+        }
+        if st.status.is_some() {
+            consider(now + GROUP_POLL);
+        }
+        next.map_or(Duration::from_secs(3600), |at| {
+            at.saturating_duration_since(now)
+        })
+    }
+
+    /// Send the kill signal to the group now and schedule SIGKILL at `kill_by`.
+    fn start_kill(&self, st: &mut State, now: Instant, kill_by: Instant) {
+        if st.stopped {
+            // A stopped child must not run another instruction without the lock: SIGKILL
+            // needs no continuing.
+            let _ = killpg(self.group, Signal::SIGKILL);
+            st.killed_at = Some(now);
+        } else if self.kill_signal == Signal::SIGKILL {
+            let _ = killpg(self.group, Signal::SIGKILL);
+            st.killed_at = Some(now);
+        } else {
+            let _ = killpg(self.group, self.kill_signal);
+            // Processes of the group that are stopped need to run to handle the signal.
+            let _ = killpg(self.group, Signal::SIGCONT);
+        }
+        st.kill_at = Some(kill_by);
+    }
+
+    fn handle(&mut self, st: &mut State, event: Event) {
+        match event {
+            Event::Signal(libc::SIGCHLD) => self.reap(st),
+            Event::Signal(signal) if signals::is_termination(signal) => {
+                if st.status.is_none() {
+                    if let Ok(sig) = Signal::try_from(signal) {
+                        let _ = killpg(self.group, sig);
+                        if st.stopped {
+                            let _ = killpg(self.group, Signal::SIGCONT);
+                        }
+                    }
+                    self.out.verbose(format!(
+                        "forwarded {} to the command",
+                        signal_name_raw(signal)
+                    ));
+                } else if st.killed_at.is_none() {
+                    // Interrupted while we empty the group: no more patience.
+                    let _ = killpg(self.group, Signal::SIGKILL);
+                    st.killed_at = Some(Instant::now());
+                }
+            }
+            Event::Signal(libc::SIGTSTP) => {
+                // Someone asked *distlock* to stop (the terminal is not the child's, or a
+                // `kill -TSTP`): stop the child first, then ourselves once it has stopped.
+                if st.status.is_none() && !st.stopped {
+                    st.stop_requested = true;
+                    let _ = killpg(self.group, Signal::SIGTSTP);
+                }
+            }
+            Event::Signal(libc::SIGCONT) => {
+                if st.job_stopped {
+                    // We were stopped, so renewals were too: the lock may have expired. Let the
+                    // child continue only after a renewal sent from now on succeeds.
+                    st.job_stopped = false;
+                    st.resume_after = Some(Instant::now());
+                    self.renewer.renew_now();
+                }
+            }
+            Event::Signal(_) => {}
+            Event::Renewed { sent } => {
+                if st.last_ok.is_none_or(|t| sent > t) {
+                    st.last_ok = Some(sent);
+                }
+                if let Some(since) = st.renew_failing_since.take() {
+                    self.out.notice(format!(
+                        "renewal succeeded again after {}",
+                        output::duration(since.elapsed())
+                    ));
+                }
+                st.last_error = None;
+                if st.resume_after.is_some_and(|after| sent >= after) && st.loss.is_none() {
+                    st.resume_after = None;
+                    if let Some(terminal) = &mut self.terminal {
+                        if terminal.we_are_foreground() {
+                            terminal.resume(self.group);
+                        }
+                    }
+                    let _ = killpg(self.group, Signal::SIGCONT);
+                }
+                self.out.verbose("lock renewed");
+            }
+            Event::RenewFailed(e) => {
+                if st.loss.is_none() {
+                    let last_ok = st.last_ok.unwrap_or(self.acquired);
+                    if st.renew_failing_since.is_none() {
+                        st.renew_failing_since = Some(Instant::now());
+                        self.out.warn(format!(
+                            "renewing the lock failed ({e}); retrying; the command will be stopped in {} if no renewal succeeds",
+                            output::duration(
+                                self.deadlines.term_at(last_ok).saturating_duration_since(Instant::now())
+                            )
+                        ));
+                    } else {
+                        self.out.verbose(format!("renewal failed again: {e}"));
+                    }
+                }
+                st.last_error = Some(e);
+            }
+            Event::NotHeld => {
+                if st.loss.is_none() {
+                    let now = Instant::now();
+                    self.start_kill(st, now, now + self.deadlines.grace);
+                    st.loss = Some(Loss::NotHeld);
+                }
+            }
+            Event::Subscriber(_) => {}
+        }
+    }
+
+    /// Reap every child that changed state. The direct child's end is recorded; orphans
+    /// reparented to us (we are a subreaper) are reaped silently.
+    fn reap(&mut self, st: &mut State) {
+        let flags = WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED | WaitPidFlag::WCONTINUED;
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(flags)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(status) if status.pid() == Some(self.group) => match status {
+                    WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                        st.stopped = false;
+                        st.status = Some(status);
+                    }
+                    WaitStatus::Stopped(..) => {
+                        st.stopped = true;
+                        self.child_stopped(st);
+                    }
+                    WaitStatus::Continued(_) => st.stopped = false,
+                    _ => {}
+                },
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// The child stopped. If that was job control (Ctrl-Z on the terminal we handed over, or a
+    /// SIGTSTP we forwarded), take the terminal back and stop ourselves, like a shell's job.
+    fn child_stopped(&mut self, st: &mut State) {
+        let job_control = self.terminal.is_some() || st.stop_requested;
+        st.stop_requested = false;
+        if !job_control || st.loss.is_some() {
+            return;
+        }
+        if let Some(terminal) = &mut self.terminal {
+            terminal.take_back();
+        }
+        st.job_stopped = true;
+        // Stop our whole process group (the job the shell knows); we continue here on SIGCONT.
+        let _ = nix::sys::signal::kill(Pid::from_raw(0), Signal::SIGSTOP);
+    }
+}
+
+/// Whether no process of `group` is left. (Zombies count as members, but as a subreaper we reap
+/// every orphan, so a non-empty group here means a live process or one about to be reaped.)
+fn group_is_empty(group: Pid) -> bool {
+    matches!(killpg(group, None), Err(Errno::ESRCH))
+}
+
+fn signal_name(signal: Signal) -> &'static str {
+    signal.as_str()
+}
+
+fn signal_name_raw(signal: i32) -> String {
+    Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned())
+}

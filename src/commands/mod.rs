@@ -1,0 +1,3 @@
+//! The subcommands. Each reads its decided configuration and returns how distlock should exit.
+
+pub mod run;

@@ -1,0 +1,283 @@
+//! `distlock run`: THE pipeline, top to bottom.
+//!
+//! ```text
+//! signals -> check command -> connect -> wait::acquire -> spawn child -> renew thread
+//!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
+//! ```
+
+use std::time::Instant;
+
+use nix::unistd::Pid;
+
+use crate::child::signals::{self, Dispositions};
+use crate::child::spawn::{self, SpawnSpec};
+use crate::child::supervise::{Ending, Loss, Supervisor};
+use crate::child::terminal::Terminal;
+use crate::config::RunConfig;
+use crate::error::Error;
+use crate::events::{self, Event, Receiver};
+use crate::exit;
+use crate::lock::{Lock, Ownership, SingleNode, Token};
+use crate::output::{self, Output};
+use crate::renew::Renewer;
+use crate::wait::{self, Waited};
+
+/// How distlock ends.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Exit with this code.
+    Code(u8),
+    /// Die of this signal (the child did, or we were interrupted).
+    Signal(i32),
+}
+
+/// Run the pipeline.
+pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
+    // Signals first: from here on, INT/TERM/HUP/QUIT are events, not deaths.
+    let (tx, rx) = events::channel();
+    let dispositions = signals::install(tx.clone())
+        .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
+
+    // A missing command costs neither a Redis round trip nor a wait.
+    spawn::check_command(&cfg.argv[0])?;
+
+    let mut lock = SingleNode::new(cfg.name.clone(), cfg.connector.clone());
+    let key = output::quote(cfg.name.key());
+    lock.connect().map_err(|source| Error::Redis {
+        context: "cannot connect to Redis".into(),
+        server: lock.describe(),
+        source,
+    })?;
+    out.verbose(format!("connected to {}", lock.describe()));
+
+    let token = Token::generate();
+    let (acquired, waited) =
+        match wait::acquire(&mut lock, &token, cfg.ttl, cfg.wait, (&tx, &rx), out) {
+            Waited::Acquired { sent, waited } => (sent, waited),
+            Waited::Busy { waited } => {
+                let after = if waited < std::time::Duration::from_millis(1) {
+                    String::new()
+                } else {
+                    format!(" after waiting {}", output::duration(waited))
+                };
+                out.notice(format!(
+                    "lock {key} is held by another process; gave up{after} (exit {})",
+                    cfg.busy_exit
+                ));
+                return Ok(Exit::Code(cfg.busy_exit));
+            }
+            Waited::Interrupted(signal) => {
+                out.error(format!(
+                    "interrupted by {} while waiting for lock {key}; nothing was acquired",
+                    signal_name(signal)
+                ));
+                return Ok(Exit::Signal(signal));
+            }
+            Waited::Failed(source) => {
+                return Err(Error::Redis {
+                    context: format!("cannot acquire lock {key}"),
+                    server: lock.describe(),
+                    source,
+                });
+            }
+        };
+    out.verbose(format!(
+        "acquired lock {key} ({}) after {}",
+        cfg.name.lock_key(),
+        output::duration(waited)
+    ));
+
+    // From here the lock is ours: every path below releases it, except a loss, where the key
+    // is left alone because it may be someone else's by now.
+    let outcome = match drain_termination(&rx) {
+        // A termination signal arrived while we took the lock: do not start the command.
+        Some(signal) => Ok(Started::Interrupted(signal)),
+        None => run_locked(&cfg, &lock, &token, acquired, dispositions, (&tx, &rx), out),
+    };
+    let exit = match outcome {
+        Err(e) => {
+            release(&mut lock, &token, &cfg, out);
+            return Err(e);
+        }
+        Ok(Started::Interrupted(signal)) => {
+            release(&mut lock, &token, &cfg, out);
+            out.error(format!(
+                "interrupted by {} just after acquiring lock {key}; the command was not started and the lock was released",
+                signal_name(signal)
+            ));
+            return Ok(Exit::Signal(signal));
+        }
+        Ok(Started::Ended(Ending::Lost(loss))) => {
+            out.error(format!(
+                "lost lock {key} while the command ran ({}); the command's process group was terminated",
+                describe_loss(&loss, &cfg)
+            ));
+            return Ok(Exit::Code(exit::LOCK_LOST));
+        }
+        Ok(Started::Ended(Ending::Signaled(signal))) => Exit::Signal(signal),
+        Ok(Started::Ended(Ending::Exited(code))) => {
+            Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE))
+        }
+    };
+    if release(&mut lock, &token, &cfg, out) == Some(Ownership::NotHeld) {
+        // Not ours any more although no renewal said so: an operator deleted or overwrote the
+        // key between renewals, or Redis lost its data. The command may have run without the
+        // lock: say so rather than report its success.
+        out.error(format!(
+            "lock {key} was no longer held when the command ended ({}); the key was deleted, \
+             overwritten or expired meanwhile, so the command may not have run exclusively",
+            describe_exit(&exit)
+        ));
+        return Ok(Exit::Code(exit::LOCK_LOST));
+    }
+    Ok(exit)
+}
+
+/// What happened after the lock was acquired.
+enum Started {
+    /// The child ran; this is how it ended.
+    Ended(Ending),
+    /// A signal arrived before the child was started.
+    Interrupted(i32),
+}
+
+/// Start the renewer, spawn the child and supervise it while the lock is held.
+fn run_locked(
+    cfg: &RunConfig,
+    lock: &SingleNode,
+    token: &Token,
+    acquired: Instant,
+    dispositions: Dispositions,
+    (tx, rx): (&events::Sender, &Receiver),
+    out: &Output,
+) -> Result<Started, Error> {
+    // The renewer starts before the child: if it cannot, no command runs unprotected.
+    let renewer = Renewer::start(
+        lock.fresh(renewal_timeout(cfg)),
+        token.clone(),
+        cfg.ttl,
+        cfg.renew_every,
+        acquired,
+        tx.clone(),
+    )
+    .map_err(|e| Error::Internal(format!("cannot start the renewal thread: {e}")))?;
+    crate::child::become_subreaper();
+    let terminal = Terminal::detect();
+    let group: Pid = spawn::spawn(SpawnSpec {
+        argv: &cfg.argv,
+        env: vec![
+            ("DISTLOCK_KEY", cfg.name.key().to_owned()),
+            ("DISTLOCK_TOKEN", token.as_str().to_owned()),
+            ("DISTLOCK_TTL_MS", cfg.ttl.as_millis().to_string()),
+        ],
+        take_terminal: terminal.is_some(),
+        restore_ttou: dispositions.ttou_was_default,
+    })?;
+    if let Some(terminal) = &terminal {
+        // Again from the parent, like shells do: the hand-off is done whichever side runs first.
+        terminal.give_to(group);
+    }
+    out.verbose(format!(
+        "started {} (process group {group})",
+        output::quote_os(&cfg.argv[0])
+    ));
+    let ending = Supervisor {
+        group,
+        terminal,
+        deadlines: cfg.deadlines,
+        kill_signal: cfg.kill_signal,
+        acquired,
+        renewer: &renewer,
+        out,
+    }
+    .run(rx);
+    renewer.stop();
+    Ok(Started::Ended(ending))
+}
+
+/// Release the lock, bounded by the Redis timeout; a failure is a warning (the key expires by
+/// itself). Returns what the release found, if it got an answer.
+fn release(
+    lock: &mut SingleNode,
+    token: &Token,
+    cfg: &RunConfig,
+    out: &Output,
+) -> Option<Ownership> {
+    let key = output::quote(cfg.name.key());
+    match lock.release(token) {
+        Ok(ownership) => {
+            out.verbose(format!("released lock {key}"));
+            Some(ownership)
+        }
+        Err(e) => {
+            out.warn(format!(
+                "cannot release lock {key} ({e}); it expires by itself within {}",
+                output::duration(cfg.ttl)
+            ));
+            None
+        }
+    }
+}
+
+/// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.
+fn renewal_timeout(cfg: &RunConfig) -> std::time::Duration {
+    let window = cfg
+        .deadlines
+        .retry_window(cfg.renew_every)
+        .unwrap_or(cfg.renew_every);
+    cfg.connector
+        .timeout()
+        .min(window / 2)
+        .max(std::time::Duration::from_millis(10))
+}
+
+/// A termination signal already queued, if any.
+fn drain_termination(rx: &Receiver) -> Option<i32> {
+    let mut found = None;
+    while let Ok(event) = rx.try_recv() {
+        if let Event::Signal(signal) = event {
+            if signals::is_termination(signal) && found.is_none() {
+                found = Some(signal);
+            }
+        }
+    }
+    found
+}
+
+fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
+    match loss {
+        Loss::NotHeld => {
+            "the key was deleted, overwritten or had expired; another process may hold it now"
+                .into()
+        }
+        Loss::RenewalsFailed {
+            last_error: Some(e),
+            since_last_ok,
+        } => format!(
+            "no renewal succeeded for {} of its {} TTL; last error: {e}",
+            output::duration(*since_last_ok),
+            output::duration(cfg.ttl)
+        ),
+        Loss::RenewalsFailed {
+            last_error: None,
+            since_last_ok,
+        } => format!(
+            "no renewal was confirmed for {} of its {} TTL (Redis did not answer, or distlock was stopped)",
+            output::duration(*since_last_ok),
+            output::duration(cfg.ttl)
+        ),
+    }
+}
+
+fn describe_exit(exit: &Exit) -> String {
+    match exit {
+        Exit::Code(code) => format!("the command exited with {code}"),
+        Exit::Signal(signal) => format!("the command was killed by {}", signal_name(*signal)),
+    }
+}
+
+/// `SIGINT`, or `signal 42`.
+pub fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned())
+}

@@ -1,0 +1,260 @@
+//! From what the user typed ([`crate::cli`]) to what distlock will do ([`Config`]): defaults
+//! derived from other flags, cross-flag rules, and every check that needs more than one value.
+//! Nothing but this module reads the parser's types.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::backend::{Connector, Endpoint};
+use crate::cli::{self, Cli};
+use crate::error::Error;
+use crate::lock::{self, LockName};
+use crate::output::{self, Level, Output};
+use crate::renew::Deadlines;
+use crate::wait::WaitPolicy;
+
+/// Shortest accepted TTL.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+/// Longest accepted TTL: a crashed holder blocks everyone for up to this long.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Shortest accepted renewal interval.
+pub const MIN_RENEW_EVERY: Duration = Duration::from_millis(100);
+/// Shortest time that must remain to retry a failed renewal before the kill signal.
+pub const MIN_RETRY_WINDOW: Duration = Duration::from_millis(100);
+/// Default Redis URL.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// Everything distlock will do.
+pub struct Config {
+    /// Where messages go.
+    pub output: Output,
+    /// The subcommand.
+    pub command: CommandConfig,
+}
+
+/// A subcommand's settings.
+pub enum CommandConfig {
+    /// `distlock run`.
+    Run(RunConfig),
+}
+
+/// `distlock run`, decided.
+pub struct RunConfig {
+    /// How to reach Redis.
+    pub connector: Connector,
+    /// Which lock.
+    pub name: LockName,
+    /// The lock's TTL.
+    pub ttl: Duration,
+    /// How long and how to wait.
+    pub wait: WaitPolicy,
+    /// Exit code when busy.
+    pub busy_exit: u8,
+    /// Renewal interval.
+    pub renew_every: Duration,
+    /// Kill timing.
+    pub deadlines: Deadlines,
+    /// Signal that starts the kill sequence.
+    pub kill_signal: Signal,
+    /// The command.
+    pub argv: Vec<OsString>,
+}
+
+/// The output settings alone, for reporting errors found before the rest of the configuration.
+pub fn output_for(cli: &Cli) -> Output {
+    let level = if cli.global.verbose {
+        Level::Verbose
+    } else if cli.global.quiet {
+        Level::Quiet
+    } else {
+        Level::Normal
+    };
+    // The password as typed and as decoded (redis://:p%40ss@host means "p@ss"): neither may
+    // appear in any output.
+    let url = redis_url(cli).unwrap_or_default();
+    let secrets = [
+        crate::backend::password_in(&url),
+        Endpoint::parse(&url)
+            .ok()
+            .and_then(|e| e.password().map(str::to_owned)),
+    ];
+    Output::new(level, secrets.into_iter().flatten().collect())
+}
+
+fn redis_url(cli: &Cli) -> Option<String> {
+    cli.global
+        .redis
+        .clone()
+        .or_else(|| std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()))
+}
+
+impl Config {
+    /// Decide everything, or explain the first problem as a usage error.
+    pub fn from_cli(cli: Cli) -> Result<Config, Error> {
+        let output = output_for(&cli);
+        let url = redis_url(&cli).unwrap_or_else(|| DEFAULT_URL.to_owned());
+        let endpoint = Endpoint::parse(&url).map_err(Error::Usage)?;
+        lock::validate_prefix(&cli.global.prefix).map_err(Error::Usage)?;
+        let timeout = cli.global.redis_timeout;
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&timeout) {
+            return Err(Error::Usage(format!(
+                "--redis-timeout {} is out of range; use 10ms to 60s",
+                output::duration(timeout)
+            )));
+        }
+        let connector = Connector::new(endpoint, timeout);
+        let command = match cli.command {
+            cli::Command::Run(args) => {
+                CommandConfig::Run(run_config(args, &cli.global.prefix, connector)?)
+            }
+        };
+        Ok(Config { output, command })
+    }
+}
+
+fn run_config(args: cli::RunArgs, prefix: &str, connector: Connector) -> Result<RunConfig, Error> {
+    lock::validate_key(&args.key).map_err(Error::Usage)?;
+    let ttl = args.ttl;
+    if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+        return Err(Error::Usage(format!(
+            "--ttl {} is out of range; use 1s to 24h (renewal keeps a short TTL alive as long as the command runs)",
+            output::duration(ttl)
+        )));
+    }
+    let renew_every = args.renew_every.unwrap_or_else(|| whole_ms(ttl / 3));
+    if renew_every < MIN_RENEW_EVERY || renew_every >= ttl {
+        return Err(Error::Usage(format!(
+            "--renew-every {} must be at least 100ms and shorter than --ttl {} (default: a third of it)",
+            output::duration(renew_every),
+            output::duration(ttl)
+        )));
+    }
+    let grace = args
+        .kill_grace
+        .unwrap_or_else(|| whole_ms(ttl / 5).min(Duration::from_secs(5)));
+    let deadlines = Deadlines {
+        ttl,
+        grace,
+        margin: Deadlines::margin_for(ttl),
+    };
+    match deadlines.retry_window(renew_every) {
+        Some(window) if window >= MIN_RETRY_WINDOW => {}
+        _ => {
+            let room = ttl
+                .saturating_sub(deadlines.margin + renew_every + MIN_RETRY_WINDOW)
+                .as_millis();
+            return Err(Error::Usage(format!(
+                "--kill-grace {} with --ttl {} and --renew-every {} leaves no time to retry a failed renewal \
+                 before the kill (safety margin {}); use a --kill-grace of at most {room}ms, a shorter \
+                 --renew-every, or a longer --ttl",
+                output::duration(grace),
+                output::duration(ttl),
+                output::duration(renew_every),
+                output::duration(deadlines.margin),
+            )));
+        }
+    }
+    let kill_signal = Signal::try_from(args.kill_signal).map_err(|_| {
+        Error::Usage(format!(
+            "--kill-signal {} is not a signal",
+            args.kill_signal
+        ))
+    })?;
+    let wait = WaitPolicy {
+        limit: if args.no_wait {
+            Some(Duration::ZERO)
+        } else {
+            args.wait
+        },
+        mode: args.wait_mode,
+    };
+    if args.command.first().is_none_or(|c| c.is_empty()) {
+        return Err(Error::Usage(
+            "no command given; put it after --, e.g. distlock run --key k -- ./job.sh".into(),
+        ));
+    }
+    Ok(RunConfig {
+        connector,
+        name: LockName::new(prefix, &args.key),
+        ttl,
+        wait,
+        busy_exit: args.conflict_exit_code,
+        renew_every,
+        deadlines,
+        kill_signal,
+        argv: args.command,
+    })
+}
+
+/// `d` truncated to whole milliseconds (for defaults that users read back in messages).
+fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<RunConfig, Error> {
+        let mut argv = vec!["distlock", "--redis", "redis://127.0.0.1:1", "run"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).map_err(|e| Error::Usage(e.to_string()))?;
+        match Config::from_cli(cli)?.command {
+            CommandConfig::Run(run) => Ok(run),
+        }
+    }
+
+    fn usage(args: &[&str]) -> String {
+        match parse(args) {
+            Err(Error::Usage(msg)) => msg,
+            Err(other) => panic!("expected a usage error, got {other}"),
+            Ok(_) => panic!("expected a usage error for {args:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let run = parse(&["-k", "k", "--", "true"]).unwrap();
+        assert_eq!(run.ttl, Duration::from_secs(30));
+        assert_eq!(run.renew_every, Duration::from_secs(10));
+        assert_eq!(run.deadlines.grace, Duration::from_secs(5));
+        assert_eq!(run.wait.limit, None);
+        assert_eq!(run.busy_exit, 75);
+        assert_eq!(run.kill_signal, Signal::SIGTERM);
+        assert_eq!(run.name.lock_key(), "distlock:{k}");
+    }
+
+    #[test]
+    fn short_ttl_scales_grace_and_renewal() {
+        let run = parse(&["-k", "k", "--ttl", "1s", "true"]).unwrap();
+        assert_eq!(run.renew_every, Duration::from_millis(333));
+        assert_eq!(run.deadlines.grace, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn no_wait_means_one_try() {
+        let run = parse(&["-k", "k", "-n", "-E", "0", "true"]).unwrap();
+        assert_eq!(run.wait.limit, Some(Duration::ZERO));
+        assert_eq!(run.busy_exit, 0);
+    }
+
+    #[test]
+    fn bad_combinations_are_explained() {
+        assert!(usage(&["-k", "k", "--ttl", "0s", "true"]).contains("1s to 24h"));
+        assert!(usage(&["-k", "k", "--ttl", "500ms", "true"]).contains("1s to 24h"));
+        assert!(usage(&["-k", "k", "--ttl", "2d", "true"]).contains("1s to 24h"));
+        assert!(
+            usage(&["-k", "k", "--ttl", "10s", "--renew-every", "10s", "true"])
+                .contains("shorter than --ttl")
+        );
+        assert!(
+            usage(&["-k", "k", "--ttl", "10s", "--kill-grace", "9s", "true"]).contains("at most")
+        );
+        assert!(usage(&["-k", "", "true"]).contains("empty"));
+        assert!(usage(&["-k", "a b", "true"]).contains("whitespace"));
+        assert!(usage(&["-k", "k", "", ""]).contains("no command"));
+    }
+}

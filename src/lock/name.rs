@@ -1,0 +1,133 @@
+//! Lock names: which keys a user may choose, and the Redis keys derived from them.
+
+/// Longest accepted key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// Characters refused in keys, with the reason shown to users.
+const FORBIDDEN: &[(char, &str)] = &[
+    ('{', "braces would break the Cluster hash tag"),
+    ('}', "braces would break the Cluster hash tag"),
+    ('*', "glob characters would make key patterns ambiguous"),
+    ('?', "glob characters would make key patterns ambiguous"),
+    ('[', "glob characters would make key patterns ambiguous"),
+    (']', "glob characters would make key patterns ambiguous"),
+    ('\\', "backslashes would make key patterns ambiguous"),
+];
+
+/// A lock's user-facing key and the Redis names derived from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockName {
+    key: String,
+    lock_key: String,
+    channel: String,
+}
+
+impl LockName {
+    /// The names for `key` under `prefix`. Both must have been validated.
+    pub fn new(prefix: &str, key: &str) -> Self {
+        let lock_key = format!("{prefix}{{{key}}}");
+        let channel = format!("{lock_key}:released");
+        LockName {
+            key: key.to_owned(),
+            lock_key,
+            channel,
+        }
+    }
+
+    /// The key as the user gave it (without prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The Redis key of the lock: `PREFIX{KEY}`.
+    pub fn lock_key(&self) -> &str {
+        &self.lock_key
+    }
+
+    /// The pub/sub channel the release script publishes on: `PREFIX{KEY}:released`.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
+/// Check a user-supplied key. The error names the problem and the fix.
+pub fn validate_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("the lock key is empty; give it a name, e.g. --key deploy-prod".into());
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(format!(
+            "the lock key is {} bytes long; use at most {MAX_KEY_BYTES}",
+            key.len()
+        ));
+    }
+    for c in key.chars() {
+        if c.is_whitespace() || c.is_control() {
+            return Err(format!(
+                "the lock key {} contains whitespace or a control character; use e.g. - or _ instead",
+                crate::output::quote(key)
+            ));
+        }
+        if let Some((_, why)) = FORBIDDEN.iter().find(|(f, _)| *f == c) {
+            return Err(format!(
+                "the lock key {} contains '{c}' ({why}); use letters, digits and - _ . : / @",
+                crate::output::quote(key)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check a user-supplied prefix.
+pub fn validate_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.contains(['{', '}']) {
+        return Err(format!(
+            "the prefix {} contains a brace; braces are reserved for the hash tag around the key",
+            crate::output::quote(prefix)
+        ));
+    }
+    if prefix.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "the prefix {} contains whitespace or a control character",
+            crate::output::quote(prefix)
+        ));
+    }
+    if prefix.len() > MAX_KEY_BYTES {
+        return Err(format!("the prefix is longer than {MAX_KEY_BYTES} bytes"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout() {
+        let name = LockName::new("distlock:", "deploy-prod");
+        assert_eq!(name.lock_key(), "distlock:{deploy-prod}");
+        assert_eq!(name.channel(), "distlock:{deploy-prod}:released");
+        assert_eq!(name.key(), "deploy-prod");
+    }
+
+    #[test]
+    fn keys() {
+        assert!(validate_key("deploy-prod").is_ok());
+        assert!(validate_key("team/app:db@eu-west.1").is_ok());
+        assert!(validate_key("résumé").is_ok());
+        assert!(validate_key("").unwrap_err().contains("empty"));
+        assert!(validate_key("a b").unwrap_err().contains("whitespace"));
+        assert!(validate_key("a{b").unwrap_err().contains("hash tag"));
+        assert!(validate_key("a*").unwrap_err().contains("glob"));
+        assert!(validate_key("a\u{1b}").is_err());
+        assert!(validate_key(&"x".repeat(257)).unwrap_err().contains("256"));
+        assert!(validate_key(&"x".repeat(256)).is_ok());
+    }
+
+    #[test]
+    fn prefixes() {
+        assert!(validate_prefix("distlock:").is_ok());
+        assert!(validate_prefix("").is_ok());
+        assert!(validate_prefix("a{").is_err());
+    }
+}

@@ -1,0 +1,377 @@
+//! The acquire loop: try, and while the lock is busy, wait for a release notification (notify
+//! mode) or a jittered backoff (spin mode), never sleeping past the holder's expiry, until the
+//! lock is ours, the wait limit passes, or a signal asks us to stop.
+//!
+//! Two rules keep it correct:
+//! * **No lost wake-up.** In notify mode the subscription is confirmed *before* the attempt that
+//!   precedes any sleep, so a release between a failed attempt and the sleep is never missed.
+//!   (The very first attempt goes without a subscription: an uncontended lock costs no
+//!   subscription at all; a busy one is subscribed to and tried again at once.)
+//! * **No leaked lock.** An attempt whose reply was lost may have taken the lock. Later attempts
+//!   use the same token (the acquire script recognises it); if we give up instead, we release
+//!   that token on the way out.
+
+use std::time::{Duration, Instant};
+
+use crate::backend::{BackendError, Notice};
+use crate::child::signals;
+use crate::cli::WaitMode;
+use crate::events::{Event, Receiver, Sender};
+use crate::lock::{Attempt, HolderTtl, Lock, Token};
+use crate::output::{self, Output};
+
+/// How long to wait, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitPolicy {
+    /// `None`: forever. `Some(ZERO)`: try once.
+    pub limit: Option<Duration>,
+    /// Notify or spin.
+    pub mode: WaitMode,
+}
+
+/// How a wait ended.
+#[derive(Debug)]
+pub enum Waited {
+    /// The lock is ours; the successful attempt was sent at `sent`.
+    Acquired {
+        /// Send time of the attempt that took the lock: the lock cannot expire before
+        /// `sent + ttl`.
+        sent: Instant,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// Still busy when the limit passed.
+    Busy {
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// A signal stopped the wait; nothing of ours is left in Redis.
+    Interrupted(i32),
+    /// Redis failed in a way that waiting cannot fix (or was still failing at the limit).
+    Failed(BackendError),
+}
+
+/// Spin-mode backoff: first ceiling, and cap.
+const SPIN_BASE: Duration = Duration::from_millis(5);
+const SPIN_CAP: Duration = Duration::from_millis(500);
+/// Backoff while Redis fails.
+const ERROR_BASE: Duration = Duration::from_millis(100);
+const ERROR_CAP: Duration = Duration::from_secs(5);
+/// Backoff while the holder's lock has no expiry (not ours to judge): polled slowly.
+const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
+
+/// Take the lock for `token`, waiting according to `policy`.
+pub fn acquire(
+    lock: &mut dyn Lock,
+    token: &Token,
+    ttl: Duration,
+    policy: WaitPolicy,
+    events: (&Sender, &Receiver),
+    out: &Output,
+) -> Waited {
+    let mut waiter = Waiter {
+        lock,
+        token,
+        out,
+        start: Instant::now(),
+        maybe_ours: false,
+    };
+    let result = waiter.run(ttl, policy, events);
+    if !matches!(result, Waited::Acquired { .. }) && waiter.maybe_ours {
+        // An attempt whose reply was lost may have taken the lock: give it back.
+        match waiter.lock.release(token) {
+            Ok(_) => out.verbose("released a lock taken by an attempt whose reply was lost"),
+            Err(e) => out.warn(format!(
+                "an acquire attempt may have taken the lock and releasing it failed ({e}); it expires within {}",
+                output::duration(ttl)
+            )),
+        }
+    }
+    result
+}
+
+struct Waiter<'a> {
+    lock: &'a mut dyn Lock,
+    token: &'a Token,
+    out: &'a Output,
+    start: Instant,
+    maybe_ours: bool,
+}
+
+impl Waiter<'_> {
+    fn run(&mut self, ttl: Duration, policy: WaitPolicy, (tx, rx): (&Sender, &Receiver)) -> Waited {
+        let deadline = policy.limit.map(|limit| self.start + limit);
+        let mut subscription = None;
+        let mut mode = policy.mode;
+        let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);
+        let mut errors = Backoff::new(ERROR_BASE, ERROR_CAP);
+        let mut no_expiry = Backoff::new(SPIN_CAP, NO_EXPIRY_CAP);
+        let mut announced = false;
+        let mut last_error: Option<BackendError> = None;
+        loop {
+            if let Some(signal) = pending_termination(rx) {
+                return Waited::Interrupted(signal);
+            }
+            let sent = Instant::now();
+            let sleep = match self.lock.try_acquire(self.token, ttl) {
+                Ok(Attempt::Acquired) => {
+                    if last_error.is_some() {
+                        self.out.notice("Redis answers again");
+                    }
+                    return Waited::Acquired {
+                        sent,
+                        waited: sent.duration_since(self.start),
+                    };
+                }
+                Ok(Attempt::Busy(holder)) => {
+                    self.maybe_ours = false;
+                    if last_error.take().is_some() {
+                        self.out.notice("Redis answers again");
+                    }
+                    errors.reset();
+                    if policy.limit == Some(Duration::ZERO) {
+                        return Waited::Busy {
+                            waited: sent.duration_since(self.start),
+                        };
+                    }
+                    if mode == WaitMode::Notify && subscription.is_none() {
+                        let tx = tx.clone();
+                        match self.lock.subscribe(Box::new(move |notice| {
+                            let _ = tx.send(Event::Subscriber(notice));
+                        })) {
+                            // Subscribed: look again before sleeping (no lost wake-up).
+                            Ok(sub) => {
+                                subscription = Some(sub);
+                                continue;
+                            }
+                            Err(e) => {
+                                self.out.warn(format!(
+                                    "cannot subscribe to release notifications ({e}); polling instead"
+                                ));
+                                mode = WaitMode::Spin;
+                            }
+                        }
+                    }
+                    if !announced {
+                        announced = true;
+                        self.announce(holder, deadline);
+                    }
+                    match (mode, holder) {
+                        (_, HolderTtl::Never) => no_expiry.next_delay(),
+                        (WaitMode::Notify, HolderTtl::Expires(pttl)) => past_expiry(pttl),
+                        (WaitMode::Spin, HolderTtl::Expires(pttl)) => {
+                            spin.next_delay().min(past_expiry(pttl))
+                        }
+                    }
+                }
+                Err(e) => {
+                    if e.maybe_applied() {
+                        self.maybe_ours = true;
+                    }
+                    if e.is_wrong_type()
+                        || !e.is_transient()
+                        || policy.limit == Some(Duration::ZERO)
+                    {
+                        return Waited::Failed(e);
+                    }
+                    if last_error.is_none() {
+                        self.out.warn(format!(
+                            "Redis failed while waiting for the lock ({e}); retrying"
+                        ));
+                    } else {
+                        self.out
+                            .verbose(format!("acquire attempt failed again: {e}"));
+                    }
+                    last_error = Some(e);
+                    errors.next_delay()
+                }
+            };
+            let mut wake_at = Instant::now() + sleep;
+            if let Some(deadline) = deadline {
+                if Instant::now() >= deadline {
+                    return match last_error {
+                        Some(e) => Waited::Failed(e),
+                        None => Waited::Busy {
+                            waited: self.start.elapsed(),
+                        },
+                    };
+                }
+                // One last attempt exactly at the limit.
+                wake_at = wake_at.min(deadline);
+            }
+            if let Some(signal) = self.sleep_until(wake_at, rx) {
+                return Waited::Interrupted(signal);
+            }
+        }
+    }
+
+    /// Sleep until `wake_at` or a wake-up. Returns a terminating signal if one arrived.
+    fn sleep_until(&self, wake_at: Instant, rx: &Receiver) -> Option<i32> {
+        loop {
+            let timeout = wake_at.saturating_duration_since(Instant::now());
+            if timeout.is_zero() {
+                return None;
+            }
+            match rx.recv_timeout(timeout) {
+                Ok(Event::Signal(signal)) if signals::is_termination(signal) => {
+                    return Some(signal);
+                }
+                Ok(Event::Signal(libc::SIGTSTP)) => {
+                    // Nothing is held while waiting: stop like the default action would.
+                    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+                }
+                Ok(Event::Subscriber(Notice::Message)) => {
+                    self.out.verbose("release notification received");
+                    return None;
+                }
+                Ok(Event::Subscriber(Notice::Resubscribed)) => {
+                    self.out
+                        .verbose("release notifications are back; looking at the lock again");
+                    return None;
+                }
+                Ok(Event::Subscriber(Notice::Down(e))) => {
+                    self.out.verbose(format!(
+                        "release notifications lost ({e}); reconnecting (the wait stays bounded by the holder's expiry)"
+                    ));
+                }
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return None,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(timeout);
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn announce(&self, holder: HolderTtl, deadline: Option<Instant>) {
+        let limit = match deadline {
+            Some(d) => format!(
+                " for up to {}",
+                output::duration(d.saturating_duration_since(self.start))
+            ),
+            None => String::new(),
+        };
+        let expiry = match holder {
+            HolderTtl::Expires(pttl) => format!(
+                "the holder's lock expires in {} unless renewed",
+                output::duration(pttl)
+            ),
+            HolderTtl::Never => "the holder's lock has no expiry".to_owned(),
+        };
+        self.out.notice(format!(
+            "lock {} is busy; waiting{limit} ({expiry})",
+            output::quote(self.lock.name().key())
+        ));
+    }
+}
+
+/// A terminating signal already queued, if any (checked before every attempt, so a signal that
+/// arrived during a slow attempt is acted on at once).
+fn pending_termination(rx: &Receiver) -> Option<i32> {
+    while let Ok(event) = rx.try_recv() {
+        if let Event::Signal(signal) = event {
+            if signals::is_termination(signal) {
+                return Some(signal);
+            }
+        }
+    }
+    None
+}
+
+/// How long to sleep so that we wake just after the holder's lock would expire: the remaining
+/// time plus a little jitter, so that waiters woken by the same expiry do not all hit Redis in
+/// the same millisecond.
+pub fn past_expiry(pttl: Duration) -> Duration {
+    let spread = (pttl / 8).clamp(Duration::from_millis(1), Duration::from_millis(50));
+    pttl + Duration::from_millis(1) + jitter(spread)
+}
+
+/// A uniformly random duration in `[0, max]`.
+fn jitter(max: Duration) -> Duration {
+    let max_us = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
+    Duration::from_micros(fastrand::u64(0..=max_us))
+}
+
+/// Capped exponential backoff with full jitter: the n-th delay is uniform in
+/// `[0, min(cap, base * 2^n)]`.
+#[derive(Debug)]
+pub struct Backoff {
+    base: Duration,
+    cap: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    /// Start at `base`, never above `cap`.
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        Backoff {
+            base,
+            cap,
+            attempt: 0,
+        }
+    }
+
+    /// The ceiling of the next delay (before jitter).
+    pub fn ceiling(&self) -> Duration {
+        self.base
+            .checked_mul(1u32 << self.attempt.min(20))
+            .unwrap_or(self.cap)
+            .min(self.cap)
+    }
+
+    /// The next delay.
+    pub fn next_delay(&mut self) -> Duration {
+        let ceiling = self.ceiling();
+        self.attempt = self.attempt.saturating_add(1);
+        jitter(ceiling)
+    }
+
+    /// Back to the first delay.
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_its_cap() {
+        let mut b = Backoff::new(Duration::from_millis(5), Duration::from_millis(500));
+        let mut ceilings = vec![];
+        for _ in 0..10 {
+            ceilings.push(b.ceiling().as_millis());
+            let d = b.next_delay();
+            assert!(d <= Duration::from_millis(500));
+        }
+        assert_eq!(ceilings, [5, 10, 20, 40, 80, 160, 320, 500, 500, 500]);
+        b.reset();
+        assert_eq!(b.ceiling(), Duration::from_millis(5));
+        for _ in 0..1000 {
+            b.next_delay();
+        }
+        assert_eq!(b.ceiling(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn full_jitter_spreads_over_the_whole_range() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(100));
+        let samples: Vec<Duration> = (0..2000).map(|_| b.next_delay()).collect();
+        assert!(samples.iter().all(|d| *d <= Duration::from_millis(100)));
+        assert!(samples.iter().any(|d| *d < Duration::from_millis(10)));
+        assert!(samples.iter().any(|d| *d > Duration::from_millis(90)));
+    }
+
+    #[test]
+    fn sleeps_end_just_past_the_holders_expiry() {
+        for _ in 0..1000 {
+            let d = past_expiry(Duration::from_secs(20));
+            assert!(d > Duration::from_secs(20));
+            assert!(d <= Duration::from_millis(20_051));
+            let d = past_expiry(Duration::ZERO);
+            assert!(d >= Duration::from_millis(1) && d <= Duration::from_millis(2));
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The exit-code table, row by row, and the one-line messages that go with it.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::util::*;
+
+#[test]
+fn child_code_passes_through_and_stdout_stays_the_childs() {
+    let redis = Redis::start();
+    for code in [0, 1, 3, 42, 255] {
+        let out = run(distlock(&redis).args([
+            "run",
+            "-k",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            &format!("exit {code}"),
+        ]));
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    }
+    // -v explains on stderr only.
+    let out = run(distlock(&redis).args(["run", "-v", "-k", "k", "--", "true"]));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).lines().all(|l| l.starts_with("distlock: ")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("acquired lock"));
+    assert!(!redis.exists(&lock_key("k")), "released");
+}
+
+#[test]
+fn child_environment() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args([
+        "run",
+        "-k",
+        "env-test",
+        "--ttl",
+        "7s",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$DISTLOCK_KEY $DISTLOCK_TTL_MS $DISTLOCK_TOKEN\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(fields[0], "env-test");
+    assert_eq!(fields[1], "7000");
+    assert_eq!(
+        uuid::Uuid::parse_str(fields[2]).unwrap().get_version_num(),
+        4
+    );
+}
+
+#[test]
+fn killed_child_is_reported_as_a_signal_death() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "sh", "-c", "kill -TERM $$"]));
+    assert_eq!(signal_of(&out), Some(libc::SIGTERM), "{:?}", out.status);
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "sh", "-c", "kill -INT $$"]));
+    assert_eq!(signal_of(&out), Some(libc::SIGINT));
+    // SIGQUIT re-raised without leaving a core file of distlock behind.
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "sh", "-c", "kill -QUIT $$"]));
+    assert_eq!(signal_of(&out), Some(libc::SIGQUIT));
+    assert!(!redis.exists(&lock_key("k")));
+}
+
+#[test]
+fn usage_errors_exit_64_with_one_line() {
+    let redis = Redis::start();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "-k", "k", "--bogus", "--", "true"], "--bogus"),
+        (&["run", "-k", "k", "--ttl", "30", "--", "true"], "30s"),
+        (
+            &["run", "-k", "k", "--ttl", "0s", "--", "true"],
+            "1s to 24h",
+        ),
+        (
+            &["run", "-k", "k", "--ttl", "1000d", "--", "true"],
+            "1s to 24h",
+        ),
+        (
+            &["run", "-k", "k", "--wait", "soon", "--", "true"],
+            "duration",
+        ),
+        (&["run", "-k", "", "--", "true"], "empty"),
+        (&["run", "-k", "a{b}", "--", "true"], "hash tag"),
+        (&["run", "-k", "k"], "COMMAND"),
+        (&["run", "--", "true"], "--key"),
+        (
+            &[
+                "run",
+                "-k",
+                "k",
+                "--ttl",
+                "10s",
+                "--kill-grace",
+                "9s",
+                "--",
+                "true",
+            ],
+            "--kill-grace",
+        ),
+        (
+            &["run", "-k", "k", "--renew-every", "1m", "--", "true"],
+            "--renew-every",
+        ),
+        (
+            &["run", "-k", "k", "--kill-signal", "STOP", "--", "true"],
+            "does not end",
+        ),
+        (
+            &["run", "-k", "k", "--wait", "1s", "--no-wait", "--", "true"],
+            "--no-wait",
+        ),
+        (
+            &["run", "-k", "k", "--wait-mode", "poll", "--", "true"],
+            "notify",
+        ),
+        (
+            &[
+                "--redis",
+                "http://u:hunter2@h",
+                "run",
+                "-k",
+                "k",
+                "--",
+                "true",
+            ],
+            "redis://",
+        ),
+        (
+            &["--redis", "127.0.0.1:6379", "run", "-k", "k", "--", "true"],
+            "scheme",
+        ),
+        (&["--prefix", "a{", "run", "-k", "k", "--", "true"], "brace"),
+        (&["frobnicate"], "frobnicate"),
+    ];
+    for (args, needle) in cases {
+        let out = run(distlock(&redis).args(*args));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err}");
+        assert!(err.starts_with("distlock: "), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+        assert!(!err.contains("hunter2"));
+        assert!(!err.contains("panicked"));
+    }
+    // Nothing was written to Redis by any of them.
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
+fn help_and_version_exit_0_and_document_exit_codes() {
+    let out = run(bare_distlock().args(["run", "--help"]));
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for code in ["64", "69", "75", "124", "126", "127", "128+N"] {
+        assert!(help.contains(code), "--help lacks exit code {code}");
+    }
+    let out = run(bare_distlock().arg("--version"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .starts_with("distlock ")
+    );
+}
+
+#[test]
+fn wrong_type_key_exits_65() {
+    let redis = Redis::start();
+    redis.cmd::<i64>(&["HSET", &lock_key("h"), "f", "v"]);
+    let out = run(distlock(&redis).args(["run", "-k", "h", "--", "true"]));
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a lock"));
+}
+
+#[test]
+fn unreachable_redis_exits_69() {
+    let mut redis = Redis::start();
+    redis.kill();
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1);
+    assert!(stderr(&out).contains("cannot connect"));
+    let out = run(bare_distlock().args([
+        "--redis",
+        "unix:///nonexistent/redis.sock",
+        "run",
+        "-k",
+        "k",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+}
+
+#[test]
+fn wrong_password_exits_69_and_never_shows_a_password() {
+    let redis = Redis::start_with(&["--requirepass", "s3cret-pw"]);
+    let url = format!("redis://:wr0ng-pw@127.0.0.1:{}", redis.port());
+    let out = run(bare_distlock().args(["--redis", &url, "run", "-v", "-k", "k", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("authentication failed"), "{err}");
+    assert!(!err.contains("wr0ng-pw"), "{err}");
+    // No password at all against a server that needs one.
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("authentication"), "{}", stderr(&out));
+    // The right password works, and -v does not show it either (also given through REDIS_URL).
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{}", redis.port());
+    let out = run(bare_distlock()
+        .env("REDIS_URL", &url)
+        .args(["run", "-v", "-k", "k", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("redis://:***@127.0.0.1"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("s3cret-pw"));
+}
+
+#[test]
+fn busy_lock_exits_75_or_the_chosen_code() {
+    let redis = Redis::start();
+    let key = lock_key("busy");
+    redis.cmd::<String>(&["SET", &key, "someone-else", "PX", "60000"]);
+    let out = run(distlock(&redis).args(["run", "-k", "busy", "-n", "--", "echo", "ran"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command must not run");
+    assert!(stderr(&out).contains("held by another process"));
+    let out = run(distlock(&redis).args(["run", "-k", "busy", "--wait", "200ms", "--", "true"]));
+    assert_eq!(out.status.code(), Some(75));
+    // The cron idiom: skip quietly.
+    let out =
+        run(distlock(&redis).args(["run", "-q", "-k", "busy", "-n", "-E", "0", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    assert_eq!(redis.get(&key).as_deref(), Some("someone-else"));
+}
+
+#[test]
+fn command_not_found_127_and_not_executable_126() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--", "no-such-command-xyz"]));
+    assert_eq!(out.status.code(), Some(127));
+    assert!(stderr(&out).contains("not found"));
+    let dir = Scratch::new();
+    let script = dir.path("script.sh");
+    std::fs::File::create(&script)
+        .unwrap()
+        .write_all(b"#!/bin/sh\necho hi\n")
+        .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--"]).arg(&script));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot execute"));
+    let out = run(distlock(&redis)
+        .args(["run", "-k", "k", "--"])
+        .arg(dir.0.path()));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    assert!(!redis.exists(&lock_key("k")), "no lock left behind");
+}
+
+#[test]
+fn stdin_and_stdout_pass_through_byte_for_byte() {
+    let redis = Redis::start();
+    let data: Vec<u8> = (0..1_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let mut child = distlock(&redis)
+        .args(["run", "-k", "pipe", "--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = data.clone();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = finish(child);
+    writer.join().unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout == data, "stdout differs from stdin");
+    assert!(out.stderr.is_empty());
+}

@@ -1,0 +1,13 @@
+//! Integration tests: the distlock binary against real redis-server processes that each test
+//! starts on a free loopback port (never the shared server on 6379).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod util;
+
+mod exclusion;
+mod exit_codes;
+mod faults;
+mod loss;
+mod signals;
+mod waiting;

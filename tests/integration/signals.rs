@@ -1,0 +1,233 @@
+//! Signals: while waiting, while the command runs, distlock itself killed, and an interactive
+//! command on a real pseudo-terminal (Ctrl-C once, reading the terminal, Ctrl-Z and resume).
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::util::*;
+
+fn pid_of(child: &std::process::Child) -> Pid {
+    Pid::from_raw(child.id() as i32)
+}
+
+fn interrupted_while_waiting(mode: &str) {
+    let redis = Redis::start();
+    let key = lock_key("wait-int");
+    redis.cmd::<String>(&["SET", &key, "holder", "PX", "60000"]);
+    let waiter = distlock(&redis)
+        .args([
+            "run",
+            "-k",
+            "wait-int",
+            "--wait-mode",
+            mode,
+            "--",
+            "echo",
+            "ran",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if mode == "notify" {
+        wait_until("the waiter to subscribe", || {
+            redis.subscribers(&format!("{key}:released")) == 1
+        });
+    } else {
+        wait_until("the waiter to try twice", || {
+            let stats: String = redis.cmd(&["INFO", "commandstats"]);
+            stats.contains("cmdstat_evalsha:calls=") && !stats.contains("cmdstat_evalsha:calls=1,")
+        });
+    }
+    kill(pid_of(&waiter), Signal::SIGINT).unwrap();
+    let out = finish(waiter);
+    assert_eq!(
+        signal_of(&out),
+        Some(libc::SIGINT),
+        "{:?} {}",
+        out.status,
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty(), "the command must not run");
+    assert!(
+        stderr(&out).contains("interrupted by SIGINT while waiting"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(redis.get(&key).as_deref(), Some("holder"));
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
+    assert_eq!(keys, vec![key.clone()], "nothing of the waiter's is left");
+}
+
+#[test]
+fn sigint_while_waiting_notify() {
+    interrupted_while_waiting("notify");
+}
+
+#[test]
+fn sigint_while_waiting_spin() {
+    interrupted_while_waiting("spin");
+}
+
+#[test]
+fn sigterm_is_forwarded_once_and_the_childs_status_returned() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "fwd", "--", "sh", "-c"])
+        .arg(format!(
+            "trap 'echo TERM >> {log}' TERM; echo $$ > {pid}; while [ ! -e {stop} ]; do sleep 0.02; done; exit 5",
+            log = dir.str("log"),
+            pid = dir.str("pid"),
+            stop = dir.str("stop"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_pid(&dir.path("pid"));
+    kill(pid_of(&holder), Signal::SIGTERM).unwrap();
+    wait_for_file(&dir.path("log"));
+    std::fs::write(dir.path("stop"), "").unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(dir.path("log")).unwrap(), "TERM\n");
+    assert!(!redis.exists(&lock_key("fwd")));
+}
+
+#[test]
+fn the_command_dies_when_distlock_is_sigkilled() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "orphan", "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}; while :; do sleep 1; done",
+            dir.str("pid")
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = read_pid(&dir.path("pid"));
+    kill(pid_of(&holder), Signal::SIGKILL).unwrap();
+    finish(holder);
+    wait_dead(child);
+}
+
+/// Spawn distlock as the session leader of a new pseudo-terminal (like a login shell would run
+/// it), with the terminal on stdin. Returns the process and the terminal's master side.
+fn on_a_terminal(cmd: &mut std::process::Command) -> (std::process::Child, std::fs::File) {
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    drop(slave);
+    (child, std::fs::File::from(pty.master))
+}
+
+fn foreground_group(master: &std::fs::File) -> i32 {
+    // SAFETY: TIOCGPGRP writes one pid_t into the pointer we pass.
+    unsafe {
+        let mut pgrp: libc::pid_t = 0;
+        libc::ioctl(master.as_raw_fd(), libc::TIOCGPGRP, &mut pgrp);
+        pgrp
+    }
+}
+
+/// The terminal goes to the command: it can read it, and Ctrl-C reaches it exactly once (from
+/// the terminal; distlock, no longer in the foreground, gets none to forward).
+#[test]
+fn interactive_command_owns_the_terminal() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (holder, mut master) = on_a_terminal(distlock(&redis).args(["run", "-v", "-k", "tty", "--", "sh", "-c"]).arg(format!(
+        "trap 'echo INT >> {log}' INT; echo $$ > {pid}; read line; echo \"got:$line\" > {got}; \
+         while [ ! -e {stop} ]; do sleep 0.02; done",
+        log = dir.str("log"),
+        pid = dir.str("pid"),
+        got = dir.str("got"),
+        stop = dir.str("stop"),
+    )));
+    let child = read_pid(&dir.path("pid"));
+    wait_until("the command to own the terminal", || {
+        foreground_group(&master) == child.as_raw()
+    });
+    master.write_all(b"hello\n").unwrap();
+    assert_eq!(wait_for_file(&dir.path("got")), "got:hello\n");
+    master.write_all(&[0x03]).unwrap(); // Ctrl-C
+    assert_eq!(wait_for_file(&dir.path("log")), "INT\n");
+    std::fs::write(dir.path("stop"), "").unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.path("log")).unwrap(),
+        "INT\n",
+        "exactly one SIGINT"
+    );
+    assert!(!stderr(&out).contains("forwarded"), "{}", stderr(&out));
+    drop(master);
+}
+
+fn state_of(pid: Pid) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Ctrl-Z stops the command, distlock takes the terminal back and stops too (like a shell job);
+/// on SIGCONT it renews first, then gives the terminal and the CPU back to the command.
+#[test]
+fn ctrl_z_stops_and_sigcont_resumes() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (holder, mut master) = on_a_terminal(
+        distlock(&redis)
+            .args(["run", "-k", "tstp", "--", "sh", "-c"])
+            .arg(format!(
+                "echo $$ > {pid}; read line; echo \"got:$line\" > {got}",
+                pid = dir.str("pid"),
+                got = dir.str("got"),
+            )),
+    );
+    let distlock_pid = pid_of(&holder);
+    let child = read_pid(&dir.path("pid"));
+    wait_until("the command to own the terminal", || {
+        foreground_group(&master) == child.as_raw()
+    });
+    master.write_all(&[0x1a]).unwrap(); // Ctrl-Z
+    wait_until("the command to stop", || state_of(child) == "T");
+    wait_until("distlock to stop", || state_of(distlock_pid) == "T");
+    assert_eq!(
+        foreground_group(&master),
+        distlock_pid.as_raw(),
+        "distlock took the terminal back"
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    wait_until("the command to resume with the terminal", || {
+        state_of(child) != "T" && foreground_group(&master) == child.as_raw()
+    });
+    master.write_all(b"after\n").unwrap();
+    assert_eq!(wait_for_file(&dir.path("got")), "got:after\n");
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!redis.exists(&lock_key("tstp")));
+}
