@@ -7,6 +7,7 @@
 //! reads these types.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -77,6 +78,20 @@ pub struct GlobalArgs {
         value_parser = parse_duration
     )]
     pub redis_timeout: Duration,
+
+    /// CA certificate bundle (PEM) to trust for rediss:// instead of the system's roots.
+    ///
+    /// To skip verification altogether (test servers only), end the URL with #insecure.
+    #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key.
+    #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
 
     /// Explain each step on stderr (connection, acquire, renewals, release). Wins over -q.
     #[arg(short, long, global = true)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::backend::{Connector, Endpoint};
+use crate::backend::{Connector, Endpoint, TlsFiles};
 use crate::cli::{self, Cli};
 use crate::error::Error;
 use crate::lock::{self, LockName};
@@ -104,7 +104,9 @@ impl Config {
                 output::duration(timeout)
             )));
         }
-        let connector = Connector::new(endpoint, timeout);
+        let tls = tls_files(&cli.global, &endpoint)?;
+        let connector = Connector::new(endpoint, timeout, tls)
+            .map_err(|e| Error::Usage(format!("cannot set up the Redis client: {e}")))?;
         let command = match cli.command {
             cli::Command::Run(args) => {
                 CommandConfig::Run(run_config(args, &cli.global.prefix, connector)?)
@@ -112,6 +114,42 @@ impl Config {
         };
         Ok(Config { output, command })
     }
+}
+
+/// Read the TLS files named on the command line; only meaningful with rediss://.
+fn tls_files(global: &cli::GlobalArgs, endpoint: &Endpoint) -> Result<TlsFiles, Error> {
+    let named = [&global.tls_ca, &global.tls_cert, &global.tls_key];
+    if !endpoint.is_tls() {
+        if named.iter().any(|f| f.is_some()) {
+            return Err(Error::Usage(
+                "--tls-ca, --tls-cert and --tls-key need a rediss:// URL".into(),
+            ));
+        }
+        return Ok(TlsFiles::default());
+    }
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            Error::Usage(format!(
+                "cannot read {flag} {}: {e}",
+                output::quote(&path.display().to_string())
+            ))
+        })
+    };
+    let ca = global
+        .tls_ca
+        .as_deref()
+        .map(|p| read("--tls-ca", p))
+        .transpose()?;
+    let client = match (&global.tls_cert, &global.tls_key) {
+        (Some(cert), Some(key)) => Some((read("--tls-cert", cert)?, read("--tls-key", key)?)),
+        (None, None) => None,
+        _ => {
+            return Err(Error::Usage(
+                "--tls-cert and --tls-key go together; give both or neither".into(),
+            ));
+        }
+    };
+    Ok(TlsFiles { ca, client })
 }
 
 fn run_config(args: cli::RunArgs, prefix: &str, connector: Connector) -> Result<RunConfig, Error> {

@@ -108,6 +108,9 @@ impl Waiter<'_> {
         let mut no_expiry = Backoff::new(SPIN_CAP, NO_EXPIRY_CAP);
         let mut announced = false;
         let mut last_error: Option<BackendError> = None;
+        // Until Redis has answered once, a failure other than a timeout is a misconfiguration
+        // (wrong port, plain text to a TLS port, ...), not a blip: report it at once.
+        let mut answered = false;
         loop {
             if let Some(signal) = pending_termination(rx) {
                 return Waited::Interrupted(signal);
@@ -124,6 +127,7 @@ impl Waiter<'_> {
                     };
                 }
                 Ok(Attempt::Busy(holder)) => {
+                    answered = true;
                     self.maybe_ours = false;
                     if last_error.take().is_some() {
                         self.out.notice("Redis answers again");
@@ -168,10 +172,8 @@ impl Waiter<'_> {
                     if e.maybe_applied() {
                         self.maybe_ours = true;
                     }
-                    if e.is_wrong_type()
-                        || !e.is_transient()
-                        || policy.limit == Some(Duration::ZERO)
-                    {
+                    let first_contact = !answered && !e.is_timeout();
+                    if first_contact || !e.is_transient() || policy.limit == Some(Duration::ZERO) {
                         return Waited::Failed(e);
                     }
                     if last_error.is_none() {

@@ -9,6 +9,9 @@ pub enum BackendError {
     Connect(String),
     /// The server refused our credentials. Fatal: retrying with the same password cannot help.
     Auth(String),
+    /// The TLS handshake failed (untrusted certificate, wrong host name, protocol mismatch).
+    /// Fatal: retrying cannot help.
+    Tls(String),
     /// The connection failed or timed out after the command was sent: the command may or may not
     /// have been applied.
     Io {
@@ -37,13 +40,18 @@ impl BackendError {
                 code.as_str(),
                 "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "OOM" | "READONLY"
             ),
-            BackendError::Auth(_) | BackendError::Reply(_) => false,
+            BackendError::Auth(_) | BackendError::Tls(_) | BackendError::Reply(_) => false,
         }
     }
 
     /// The command may have been applied although no reply arrived.
     pub fn maybe_applied(&self) -> bool {
         matches!(self, BackendError::Io { .. })
+    }
+
+    /// No reply arrived in time (the server may just be slow).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, BackendError::Io { timeout: true, .. })
     }
 
     /// The server holds another type of value at the key.
@@ -54,6 +62,9 @@ impl BackendError {
     /// A one-line hint on what the user can do, when there is a useful one.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
+            BackendError::Tls(_) => Some(
+                "check --tls-ca (the CA that signed the server's certificate) and that the URL's host name is in that certificate",
+            ),
             BackendError::Connect(_) => {
                 Some("check that Redis runs and --redis (or DISTLOCK_REDIS_URL) points at it")
             }
@@ -85,6 +96,7 @@ impl fmt::Display for BackendError {
         match self {
             BackendError::Connect(detail) => write!(f, "cannot connect: {detail}"),
             BackendError::Auth(detail) => write!(f, "authentication failed: {detail}"),
+            BackendError::Tls(detail) => write!(f, "TLS failure: {detail}"),
             BackendError::Io {
                 timeout: true,
                 detail,
@@ -114,6 +126,9 @@ impl BackendError {
 
     fn classify(err: redis::RedisError, sent: bool) -> Self {
         use redis::ErrorKind;
+        if let Some(detail) = tls_failure(&err) {
+            return BackendError::Tls(detail);
+        }
         match err.kind() {
             ErrorKind::AuthenticationFailed => BackendError::Auth(
                 err.detail()
@@ -148,6 +163,17 @@ impl BackendError {
             },
         }
     }
+}
+
+/// The rustls error inside `err`, if the failure was the TLS layer's.
+fn tls_failure(err: &redis::RedisError) -> Option<String> {
+    use std::error::Error;
+    let inner = err
+        .source()?
+        .downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>()?;
+    let io = inner.downcast_ref::<std::io::Error>()?;
+    let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+    Some(tls.to_string())
 }
 
 /// The io error's message without redis-rs's framing ("An error was signalled by the server"...).

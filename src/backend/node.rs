@@ -7,35 +7,76 @@ use redis::{Client, Connection};
 
 use super::{BackendError, Endpoint};
 
+/// TLS material beyond the system's trust store, as PEM bytes.
+#[derive(Clone, Default)]
+pub struct TlsFiles {
+    /// Trust only this CA bundle (instead of the system's roots).
+    pub ca: Option<Vec<u8>>,
+    /// Client certificate and key, for servers that require mutual TLS.
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
 /// Opens connections to one server. Cheap to clone; every thread that talks to Redis opens its
 /// own connection through it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Connector {
-    endpoint: Arc<Endpoint>,
+    client: Client,
+    display: Arc<str>,
     timeout: Duration,
 }
 
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Connector").field(&self.display).finish()
+    }
+}
+
 impl Connector {
-    /// A connector for `endpoint`. `timeout` bounds connect + handshake and every later read and
-    /// write (redis-rs sets none by default, so a silent server would hang us forever).
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> Self {
-        Connector {
-            endpoint: Arc::new(endpoint),
-            timeout,
+    /// A connector for `endpoint`. `timeout` bounds connect + TLS + handshake and every later
+    /// read and write (redis-rs sets none by default, so a silent server would hang us forever).
+    pub fn new(endpoint: Endpoint, timeout: Duration, tls: TlsFiles) -> Result<Self, BackendError> {
+        // No CLIENT SETINFO: Redis < 7.2 rejects it, and redis-rs waits out a full timeout for
+        // each ignored reply when the server is stalled (twice the timeout per connect).
+        let info = endpoint.info.clone().set_redis_settings(
+            endpoint
+                .info
+                .redis_settings()
+                .clone()
+                .set_skip_set_lib_name(),
+        );
+        let client = if endpoint.is_tls() {
+            // rustls needs a process-wide crypto provider; installing it twice is harmless.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let certs = redis::TlsCertificates {
+                client_tls: tls.client.map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert,
+                    client_key: key,
+                }),
+                root_cert: tls.ca,
+            };
+            Client::build_with_tls(info, certs)
+        } else {
+            Client::open(info)
         }
+        .map_err(BackendError::from_connect)?;
+        Ok(Connector {
+            client,
+            display: Arc::from(endpoint.display()),
+            timeout,
+        })
     }
 
     /// The same server with another timeout.
     pub fn with_timeout(&self, timeout: Duration) -> Self {
         Connector {
-            endpoint: Arc::clone(&self.endpoint),
             timeout,
+            ..self.clone()
         }
     }
 
     /// The server's address for messages (password redacted).
     pub fn display(&self) -> &str {
-        self.endpoint.display()
+        &self.display
     }
 
     /// The command timeout.
@@ -52,17 +93,8 @@ impl Connector {
     }
 
     pub(super) fn open(&self) -> Result<Connection, BackendError> {
-        // No CLIENT SETINFO: Redis < 7.2 rejects it, and redis-rs waits out a full timeout for
-        // each ignored reply when the server is stalled (twice the timeout per connect).
-        let info = self.endpoint.info.clone().set_redis_settings(
-            self.endpoint
-                .info
-                .redis_settings()
-                .clone()
-                .set_skip_set_lib_name(),
-        );
-        let client = Client::open(info).map_err(BackendError::from_connect)?;
-        let conn = client
+        let conn = self
+            .client
             .get_connection_with_timeout(self.timeout)
             .map_err(BackendError::from_connect)?;
         // get_connection_with_timeout removes its temporary timeouts once connected: set ours.

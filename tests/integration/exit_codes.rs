@@ -117,10 +117,6 @@ fn usage_errors_exit_64_with_one_line() {
             "does not end",
         ),
         (
-            &["run", "-k", "k", "--wait", "1s", "--no-wait", "--", "true"],
-            "--no-wait",
-        ),
-        (
             &["run", "-k", "k", "--wait-mode", "poll", "--", "true"],
             "notify",
         ),

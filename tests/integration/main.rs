@@ -10,4 +10,5 @@ mod exit_codes;
 mod faults;
 mod loss;
 mod signals;
+mod tls;
 mod waiting;

@@ -18,6 +18,8 @@ pub struct Redis {
     child: Option<Child>,
     port: u16,
     args: Vec<String>,
+    /// Listens with TLS only (the port is the TLS port).
+    tls: bool,
     pub dir: tempfile::TempDir,
 }
 
@@ -45,6 +47,7 @@ impl Redis {
                 child: None,
                 port: free_port(),
                 args: extra.iter().map(|s| s.to_string()).collect(),
+                tls: false,
                 dir: tempfile::tempdir().expect("tempdir"),
             };
             if redis.spawn() {
@@ -54,9 +57,33 @@ impl Redis {
         panic!("could not start redis-server on a free port");
     }
 
+    /// Start a server that speaks only TLS, with `extra` naming its certificates.
+    pub fn start_tls(extra: &[&str]) -> Redis {
+        for _ in 0..5 {
+            let mut redis = Redis {
+                child: None,
+                port: free_port(),
+                args: extra.iter().map(|s| s.to_string()).collect(),
+                tls: true,
+                dir: tempfile::tempdir().expect("tempdir"),
+            };
+            if redis.spawn() {
+                return redis;
+            }
+        }
+        panic!("could not start a TLS redis-server on a free port");
+    }
+
     fn spawn(&mut self) -> bool {
+        let port = self.port.to_string();
+        let ports: [&str; 4] = if self.tls {
+            ["--port", "0", "--tls-port", &port]
+        } else {
+            ["--port", &port, "--port", &port]
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--enable-debug-command", "local"])
             .arg("--dir")
@@ -89,6 +116,10 @@ impl Redis {
         let Some(child) = &self.child else {
             return false;
         };
+        if self.tls {
+            // No TLS client here: a TCP accept from our own live process will do.
+            return std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+        }
         let Ok(client) = redis::Client::open(self.url()) else {
             return false;
         };
