@@ -30,7 +30,7 @@ use crate::exit;
     after_help = "Run 'distlock run --help' for the options of run, and its exit codes."
 )]
 pub struct Cli {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Global options")]
     pub global: GlobalArgs,
 
     #[command(subcommand)]

@@ -1,12 +1,27 @@
-//! The messages background threads send to the main thread.
+//! The messages that reach the main thread, and the one place it waits for them.
 //!
 //! distlock's main thread is a single event loop: while waiting for the lock and while the child
-//! runs, it blocks on one channel fed by the signal thread, the release subscriber and the
-//! renewer, with a timeout set to its next deadline. Nothing in the main thread ever blocks on a
-//! signal or a Redis reply that another thread is waiting for, so a deadline is never late.
+//! runs, it blocks in [`Events::recv_timeout`] with a timeout set to its next deadline. Two kinds
+//! of sources feed it, through one self-pipe:
+//!
+//! * signal handlers write the signal's number (one byte, async-signal-safe `write`);
+//! * background threads (the release subscriber, the renewer) put an [`Event`] on a channel and
+//!   write a zero byte to wake the loop.
+//!
+//! Signals need no thread of their own this way. That matters beyond tidiness: a process that is
+//! still single-threaded when it forks the child forks much faster (no TLB shoot-downs on other
+//! CPUs), and the fork is on the path of every `distlock run`.
+//!
+//! Nothing in the main thread ever blocks on a Redis reply that another thread is waiting for, so
+//! a deadline is never late.
 
-use std::sync::mpsc;
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::backend::{BackendError, Notice};
 
@@ -29,11 +44,130 @@ pub enum Event {
 }
 
 /// The sending side, cloned into every background thread.
-pub type Sender = mpsc::Sender<Event>;
-/// The main thread's side.
-pub type Receiver = mpsc::Receiver<Event>;
+#[derive(Clone, Debug)]
+pub struct Sender {
+    tx: mpsc::Sender<Event>,
+    wake: Arc<OwnedFd>,
+}
 
-/// A new channel.
-pub fn channel() -> (Sender, Receiver) {
-    mpsc::channel()
+impl Sender {
+    /// Deliver `event` and wake the main loop. Returns false once the main loop is gone.
+    pub fn send(&self, event: Event) -> bool {
+        let delivered = self.tx.send(event).is_ok();
+        // A full pipe already holds a wake-up; nothing is lost by failing to add one.
+        let _ = nix::unistd::write(self.wake.as_fd(), &[0u8]);
+        delivered
+    }
+
+    /// The pipe's write end, for signal handlers (which may only call `write`).
+    pub(crate) fn raw_wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+}
+
+/// The main thread's side.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::Receiver<Event>,
+    pipe: OwnedFd,
+    pending: VecDeque<Event>,
+}
+
+/// A new event channel.
+pub fn channel() -> std::io::Result<(Sender, Events)> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
+    let (tx, rx) = mpsc::channel();
+    Ok((
+        Sender {
+            tx,
+            wake: Arc::new(write),
+        },
+        Events {
+            rx,
+            pipe: read,
+            pending: VecDeque::new(),
+        },
+    ))
+}
+
+impl Events {
+    /// The next event if one is already there.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        self.fill();
+        self.pending.pop_front()
+    }
+
+    /// The next event, waiting at most `timeout` for it.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Event> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(event) = self.try_recv() {
+                return Some(event);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            // Round up: waking a little late is harmless, spinning on a 0ms poll is not.
+            let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            let mut fds = [PollFd::new(self.pipe.as_fd(), PollFlags::POLLIN)];
+            let _ = nix::poll::poll(
+                &mut fds,
+                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+            );
+        }
+    }
+
+    /// Move everything available into `pending`: signals (bytes in the pipe) first, then the
+    /// threads' events.
+    fn fill(&mut self) {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = nix::unistd::read(&self.pipe, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            for &byte in &buf[..n] {
+                if byte != 0 {
+                    self.pending.push_back(Event::Signal(i32::from(byte)));
+                }
+            }
+        }
+        while let Ok(event) = self.rx.try_recv() {
+            self.pending.push_back(event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_events_wake_the_loop() {
+        let (tx, mut events) = channel().unwrap();
+        let sender = tx.clone();
+        let start = Instant::now();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            sender.send(Event::NotHeld);
+        });
+        assert!(matches!(
+            events.recv_timeout(Duration::from_secs(5)),
+            Some(Event::NotHeld)
+        ));
+        assert!(start.elapsed() < Duration::from_secs(4));
+    }
+
+    #[test]
+    fn signal_bytes_become_signal_events_and_timeouts_expire() {
+        let (tx, mut events) = channel().unwrap();
+        // What a signal handler does:
+        // SAFETY: writing one byte from a valid buffer to a valid fd.
+        unsafe { libc::write(tx.raw_wake_fd(), [15u8].as_ptr().cast(), 1) };
+        assert!(matches!(events.try_recv(), Some(Event::Signal(15))));
+        assert!(events.try_recv().is_none());
+        let start = Instant::now();
+        assert!(events.recv_timeout(Duration::from_millis(30)).is_none());
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
 }

@@ -82,11 +82,24 @@ pub const RUN_TABLE: &[Row] = &[
     },
 ];
 
-/// The table as plain text for `--help`.
+/// The table as plain text for `--help`, wrapped with a hanging indent.
 pub fn help_table() -> String {
+    const WIDTH: usize = 96;
+    const INDENT: usize = 16;
     let mut text = String::from("Exit status:\n");
     for row in RUN_TABLE {
-        text.push_str(&format!("  {:<13} {}\n", row.code, row.meaning));
+        let mut line = format!("  {:<13} ", row.code);
+        for word in row.meaning.split_whitespace() {
+            if line.len() + word.len() + 1 > WIDTH && line.trim().len() > row.code.len() {
+                text.push_str(line.trim_end());
+                text.push('\n');
+                line = " ".repeat(INDENT);
+            }
+            line.push_str(word);
+            line.push(' ');
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
     }
     text
 }

@@ -60,71 +60,129 @@ enum Command {
     Stop,
 }
 
-/// Handle on the renewal thread. Dropping it stops the thread (after any call in flight).
+/// What the renewal thread needs; kept until the thread is started.
+pub struct RenewSpec {
+    /// A handle on the lock with its own connection.
+    pub lock: Box<dyn Lock>,
+    /// Our token.
+    pub token: Token,
+    /// The TTL to extend to.
+    pub ttl: Duration,
+    /// The renewal interval.
+    pub every: Duration,
+    /// Send time of the last confirmed acquire or renewal.
+    pub last_ok: Instant,
+    /// Where to report.
+    pub events: Sender,
+}
+
+/// The renewal thread, started only when the first renewal comes near: a command that ends
+/// within a third of the TTL (most short cron jobs) never pays for a thread and a connection.
+/// Dropping it stops the thread (after any call in flight).
 pub struct Renewer {
-    commands: mpsc::Sender<Command>,
+    state: State,
+}
+
+enum State {
+    Pending(Box<RenewSpec>),
+    Running(mpsc::Sender<Command>),
+    Stopped,
 }
 
 impl Renewer {
-    /// Start renewing `token` every `every`, the first renewal `every` after `last_ok`.
-    pub fn start(
-        mut lock: Box<dyn Lock>,
-        token: Token,
-        ttl: Duration,
-        every: Duration,
-        last_ok: Instant,
-        events: Sender,
-    ) -> std::io::Result<Renewer> {
+    /// A renewer for `spec`, not started yet.
+    pub fn new(spec: RenewSpec) -> Renewer {
+        Renewer {
+            state: State::Pending(Box::new(spec)),
+        }
+    }
+
+    /// When the thread should be started (half-way to the first renewal), if it is not yet.
+    pub fn start_at(&self) -> Option<Instant> {
+        match &self.state {
+            State::Pending(spec) => Some(spec.last_ok + spec.every / 2),
+            _ => None,
+        }
+    }
+
+    /// Start the thread if it is pending. An error leaves the lock unrenewed: the caller's kill
+    /// deadline then takes care of the child.
+    pub fn start(&mut self) -> std::io::Result<()> {
+        let State::Pending(_) = self.state else {
+            return Ok(());
+        };
+        let State::Pending(spec) = std::mem::replace(&mut self.state, State::Stopped) else {
+            return Ok(());
+        };
         let (commands, rx) = mpsc::channel();
         thread::Builder::new()
             .name("distlock-renewer".into())
-            .spawn(move || {
-                let mut next = last_ok + every;
-                let mut failures = 0u32;
-                loop {
-                    match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                        Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                        Ok(Command::Now) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    }
-                    let sent = Instant::now();
-                    let event = match lock.extend(&token, ttl) {
-                        Ok(Ownership::Held) => {
-                            failures = 0;
-                            next = sent + every;
-                            Event::Renewed { sent }
-                        }
-                        Ok(Ownership::NotHeld) => {
-                            let _ = events.send(Event::NotHeld);
-                            return;
-                        }
-                        Err(e) => {
-                            failures = failures.saturating_add(1);
-                            next = Instant::now() + retry_delay(failures, every);
-                            Event::RenewFailed(e)
-                        }
-                    };
-                    if events.send(event).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Renewer { commands })
+            .stack_size(256 * 1024)
+            .spawn(move || renew_loop(*spec, &rx))?;
+        self.state = State::Running(commands);
+        Ok(())
     }
 
-    /// Renew now (after distlock was stopped and resumed).
-    pub fn renew_now(&self) {
-        let _ = self.commands.send(Command::Now);
+    /// Renew now (after distlock was stopped and resumed), starting the thread if needed.
+    pub fn renew_now(&mut self) -> std::io::Result<()> {
+        self.start()?;
+        if let State::Running(commands) = &self.state {
+            let _ = commands.send(Command::Now);
+        }
+        Ok(())
     }
 
     /// Stop renewing.
-    pub fn stop(&self) {
-        let _ = self.commands.send(Command::Stop);
+    pub fn stop(&mut self) {
+        if let State::Running(commands) = &self.state {
+            let _ = commands.send(Command::Stop);
+        }
+        self.state = State::Stopped;
     }
 }
 
 impl Drop for Renewer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
+    let RenewSpec {
+        mut lock,
+        token,
+        ttl,
+        every,
+        last_ok,
+        events,
+    } = spec;
+    let mut next = last_ok + every;
+    let mut failures = 0u32;
+    loop {
+        match commands.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Ok(Command::Now) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let sent = Instant::now();
+        let event = match lock.extend(&token, ttl) {
+            Ok(Ownership::Held) => {
+                failures = 0;
+                next = sent + every;
+                Event::Renewed { sent }
+            }
+            Ok(Ownership::NotHeld) => {
+                events.send(Event::NotHeld);
+                return;
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                next = Instant::now() + retry_delay(failures, every);
+                Event::RenewFailed(e)
+            }
+        };
+        if !events.send(event) {
+            return;
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{BackendError, Notice};
 use crate::child::signals;
 use crate::cli::WaitMode;
-use crate::events::{Event, Receiver, Sender};
+use crate::events::{Event, Events, Sender};
 use crate::lock::{Attempt, HolderTtl, Lock, Token};
 use crate::output::{self, Output};
 
@@ -66,7 +66,7 @@ pub fn acquire(
     token: &Token,
     ttl: Duration,
     policy: WaitPolicy,
-    events: (&Sender, &Receiver),
+    events: (&Sender, &mut Events),
     out: &Output,
 ) -> Waited {
     let mut waiter = Waiter {
@@ -99,7 +99,12 @@ struct Waiter<'a> {
 }
 
 impl Waiter<'_> {
-    fn run(&mut self, ttl: Duration, policy: WaitPolicy, (tx, rx): (&Sender, &Receiver)) -> Waited {
+    fn run(
+        &mut self,
+        ttl: Duration,
+        policy: WaitPolicy,
+        (tx, rx): (&Sender, &mut Events),
+    ) -> Waited {
         let deadline = policy.limit.map(|limit| self.start + limit);
         let mut subscription = None;
         let mut mode = policy.mode;
@@ -141,7 +146,7 @@ impl Waiter<'_> {
                     if mode == WaitMode::Notify && subscription.is_none() {
                         let tx = tx.clone();
                         match self.lock.subscribe(Box::new(move |notice| {
-                            let _ = tx.send(Event::Subscriber(notice));
+                            tx.send(Event::Subscriber(notice));
                         })) {
                             // Subscribed: look again before sleeping (no lost wake-up).
                             Ok(sub) => {
@@ -208,40 +213,36 @@ impl Waiter<'_> {
     }
 
     /// Sleep until `wake_at` or a wake-up. Returns a terminating signal if one arrived.
-    fn sleep_until(&self, wake_at: Instant, rx: &Receiver) -> Option<i32> {
+    fn sleep_until(&self, wake_at: Instant, rx: &mut Events) -> Option<i32> {
         loop {
             let timeout = wake_at.saturating_duration_since(Instant::now());
             if timeout.is_zero() {
                 return None;
             }
             match rx.recv_timeout(timeout) {
-                Ok(Event::Signal(signal)) if signals::is_termination(signal) => {
+                Some(Event::Signal(signal)) if signals::is_termination(signal) => {
                     return Some(signal);
                 }
-                Ok(Event::Signal(libc::SIGTSTP)) => {
+                Some(Event::Signal(libc::SIGTSTP)) => {
                     // Nothing is held while waiting: stop like the default action would.
                     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
                 }
-                Ok(Event::Subscriber(Notice::Message)) => {
+                Some(Event::Subscriber(Notice::Message)) => {
                     self.out.verbose("release notification received");
                     return None;
                 }
-                Ok(Event::Subscriber(Notice::Resubscribed)) => {
+                Some(Event::Subscriber(Notice::Resubscribed)) => {
                     self.out
                         .verbose("release notifications are back; looking at the lock again");
                     return None;
                 }
-                Ok(Event::Subscriber(Notice::Down(e))) => {
+                Some(Event::Subscriber(Notice::Down(e))) => {
                     self.out.verbose(format!(
                         "release notifications lost ({e}); reconnecting (the wait stays bounded by the holder's expiry)"
                     ));
                 }
-                Ok(_) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return None,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(timeout);
-                    return None;
-                }
+                Some(_) => {}
+                None => return None,
             }
         }
     }
@@ -270,8 +271,8 @@ impl Waiter<'_> {
 
 /// A terminating signal already queued, if any (checked before every attempt, so a signal that
 /// arrived during a slow attempt is acted on at once).
-fn pending_termination(rx: &Receiver) -> Option<i32> {
-    while let Ok(event) = rx.try_recv() {
+fn pending_termination(rx: &mut Events) -> Option<i32> {
+    while let Some(event) = rx.try_recv() {
         if let Event::Signal(signal) = event {
             if signals::is_termination(signal) {
                 return Some(signal);

@@ -51,6 +51,7 @@ pub fn subscribe(
     let thread_stop = Arc::clone(&stop);
     std::thread::Builder::new()
         .name("distlock-subscriber".into())
+        .stack_size(256 * 1024)
         .spawn(move || run(connector, channel, thread_stop, ready_tx, notify))
         .map_err(|e| BackendError::Connect(format!("cannot start the subscriber thread: {e}")))?;
     // The thread answers within the connect timeout (plus a little for the SUBSCRIBE reply).

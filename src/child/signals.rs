@@ -17,12 +17,9 @@
 //!   from the background, or writing a warning while the child owns the terminal, can never stop
 //!   distlock (and its renewals). The child gets TTOU back to its default in `pre_exec`.
 
-use std::thread;
-
 use nix::sys::signal::{SigHandler, Signal};
-use signal_hook::iterator::Signals;
 
-use crate::events::{Event, Sender};
+use crate::events::Sender;
 
 /// Signals forwarded to the child (and that end a wait).
 pub const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
@@ -39,8 +36,8 @@ pub struct Dispositions {
     pub ttou_was_default: bool,
 }
 
-/// Start catching signals; each one becomes an [`Event::Signal`] on `events`.
-pub fn install(events: Sender) -> std::io::Result<Dispositions> {
+/// Start catching signals; each one becomes an [`crate::events::Event::Signal`] on `events`.
+pub fn install(events: &Sender) -> std::io::Result<Dispositions> {
     let mut caught: Vec<i32> = FORWARDED
         .iter()
         .copied()
@@ -51,16 +48,18 @@ pub fn install(events: Sender) -> std::io::Result<Dispositions> {
     if !is_ignored(libc::SIGTSTP) {
         caught.push(libc::SIGTSTP);
     }
-    let mut signals = Signals::new(&caught)?;
-    thread::Builder::new()
-        .name("distlock-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                if events.send(Event::Signal(signal)).is_err() {
-                    return;
-                }
-            }
-        })?;
+    let fd = events.raw_wake_fd();
+    for signal in caught {
+        let byte = u8::try_from(signal).unwrap_or(0);
+        // SAFETY: the action only calls write(2), which is async-signal-safe, on a pipe that
+        // lives as long as the process (the Sender holding it is never dropped before exit);
+        // signal-hook-registry saves and restores errno around it.
+        unsafe {
+            signal_hook::low_level::register(signal, move || {
+                libc::write(fd, (&byte as *const u8).cast(), 1);
+            })?;
+        }
+    }
     let ttou_was_default = !is_ignored(libc::SIGTTOU);
     // SAFETY: installing SIG_IGN runs no code of ours in signal context.
     unsafe { nix::sys::signal::signal(Signal::SIGTTOU, SigHandler::SigIgn) }

@@ -1,9 +1,11 @@
 //! Starting the child: directly (no shell), in a process group of its own, tied to distlock's
 //! life, and (when distlock owns the terminal) in the terminal's foreground.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nix::unistd::Pid;
@@ -19,7 +21,9 @@ pub enum SpawnError {
 
 /// How to start the child.
 pub struct SpawnSpec<'a> {
-    /// The command and its arguments.
+    /// The program, as found by [`resolve`].
+    pub program: &'a Path,
+    /// The command and its arguments (`argv[0]` is passed as typed).
     pub argv: &'a [OsString],
     /// Extra environment variables.
     pub env: Vec<(&'static str, String)>,
@@ -29,27 +33,26 @@ pub struct SpawnSpec<'a> {
     pub restore_ttou: bool,
 }
 
-/// Check that the command exists before anything else happens, so that a typo costs neither a
-/// Redis round trip nor a wait for the lock. `spawn` still reports the definitive error.
-pub fn check_command(program: &OsString) -> Result<(), SpawnError> {
-    match which::which(program) {
-        Ok(_) => Ok(()),
-        Err(_) if std::path::Path::new(program).components().count() > 1 => {
-            // A path: let exec decide (and report the precise error) unless it does not exist.
-            if std::path::Path::new(program).exists() {
-                Ok(())
-            } else {
-                Err(SpawnError::NotFound(format!(
-                    "{}: no such file",
-                    crate::output::quote_os(program)
-                )))
-            }
+/// Find the command before anything else happens, so that a typo costs neither a Redis round
+/// trip nor a wait for the lock, and so that exec needs no PATH search later. A name with a
+/// slash is used as it is (exec reports the precise error if it cannot run it).
+pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
+    let path = Path::new(program);
+    if path.components().count() > 1 || program.as_bytes().contains(&b'/') {
+        if path.exists() {
+            return Ok(path.to_path_buf());
         }
-        Err(_) => Err(SpawnError::NotFound(format!(
+        return Err(SpawnError::NotFound(format!(
+            "{}: no such file",
+            crate::output::quote_os(program)
+        )));
+    }
+    which::which(program).map_err(|_| {
+        SpawnError::NotFound(format!(
             "command not found: {} (not in PATH)",
             crate::output::quote_os(program)
-        ))),
-    }
+        ))
+    })
 }
 
 /// Start the child and return its pid, which is also its process-group id.
@@ -57,12 +60,16 @@ pub fn check_command(program: &OsString) -> Result<(), SpawnError> {
 /// Must be called from the main thread: PR_SET_PDEATHSIG fires when the *thread* that forked
 /// the child exits, and only the main thread lives as long as the child.
 pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
-    let (program, args) = match spec.argv.split_first() {
+    let (name, args) = match spec.argv.split_first() {
         Some(split) => split,
         None => return Err(SpawnError::NotFound("no command given".into())),
     };
-    let mut command = Command::new(program);
-    command.args(args).envs(spec.env).process_group(0);
+    let mut command = Command::new(spec.program);
+    command
+        .arg0(name)
+        .args(args)
+        .envs(spec.env)
+        .process_group(0);
     let parent = nix::unistd::getpid().as_raw();
     let take_terminal = spec.take_terminal;
     let restore_ttou = spec.restore_ttou;
@@ -103,7 +110,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
                 .map(Pid::from_raw)
                 .map_err(|_| SpawnError::CannotExecute(format!("impossible pid {pid}")))
         }
-        Err(e) => Err(classify(program, e)),
+        Err(e) => Err(classify(name, e)),
     }
 }
 

@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use super::signals;
 use super::terminal::Terminal;
 use crate::backend::BackendError;
-use crate::events::{Event, Receiver};
+use crate::events::{Event, Events};
 use crate::output::{self, Output};
 use crate::renew::{Deadlines, Renewer};
 
@@ -60,8 +60,8 @@ pub struct Supervisor<'a> {
     pub kill_signal: Signal,
     /// Send time of the acquire attempt (the first "renewal").
     pub acquired: Instant,
-    /// The renewal thread.
-    pub renewer: &'a Renewer,
+    /// The renewal thread (started when its first renewal comes near).
+    pub renewer: Renewer,
     /// Messages.
     pub out: &'a Output,
 }
@@ -95,7 +95,7 @@ struct State {
 
 impl Supervisor<'_> {
     /// Supervise until the child and its group are gone.
-    pub fn run(mut self, events: &Receiver) -> Ending {
+    pub fn run(mut self, events: &mut Events) -> Ending {
         let mut st = State {
             last_ok: Some(self.acquired),
             ..State::default()
@@ -104,6 +104,13 @@ impl Supervisor<'_> {
         self.reap(&mut st);
         loop {
             let now = Instant::now();
+            if self.renewer.start_at().is_some_and(|at| now >= at) {
+                if let Err(e) = self.renewer.start() {
+                    // No renewals: the kill deadline below will stop the command in time.
+                    self.out
+                        .error(format!("cannot start the renewal thread: {e}"));
+                }
+            }
             let last_ok = st.last_ok.unwrap_or(self.acquired);
             if st.loss.is_none() && now >= self.deadlines.term_at(last_ok) {
                 self.start_kill(&mut st, now, self.deadlines.kill_at(last_ok));
@@ -147,13 +154,8 @@ impl Supervisor<'_> {
                 }
             }
             let timeout = self.next_timeout(&st, now);
-            match events.recv_timeout(timeout) {
-                Ok(event) => self.handle(&mut st, event),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(GROUP_POLL.min(timeout));
-                    self.reap(&mut st);
-                }
+            if let Some(event) = events.recv_timeout(timeout) {
+                self.handle(&mut st, event);
             }
         }
         if let Some(terminal) = &mut self.terminal {
@@ -174,6 +176,9 @@ impl Supervisor<'_> {
         let mut consider = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
         if st.loss.is_none() {
             consider(self.deadlines.term_at(st.last_ok.unwrap_or(self.acquired)));
+        }
+        if let Some(at) = self.renewer.start_at() {
+            consider(at);
         }
         if let (Some(at), None) = (st.kill_at, st.killed_at) {
             consider(at);
@@ -239,7 +244,10 @@ impl Supervisor<'_> {
                     // child continue only after a renewal sent from now on succeeds.
                     st.job_stopped = false;
                     st.resume_after = Some(Instant::now());
-                    self.renewer.renew_now();
+                    if let Err(e) = self.renewer.renew_now() {
+                        self.out
+                            .error(format!("cannot start the renewal thread: {e}"));
+                    }
                 }
             }
             Event::Signal(_) => {}

@@ -5,8 +5,6 @@
 //!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
 //! ```
 
-use std::time::Instant;
-
 use nix::unistd::Pid;
 
 use crate::child::signals::{self, Dispositions};
@@ -15,11 +13,11 @@ use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::config::RunConfig;
 use crate::error::Error;
-use crate::events::{self, Event, Receiver};
+use crate::events::{self, Event, Events};
 use crate::exit;
-use crate::lock::{Lock, Ownership, SingleNode, Token};
+use crate::lock::{Lease, Lock, Ownership, SingleNode, Token};
 use crate::output::{self, Output};
-use crate::renew::Renewer;
+use crate::renew::{RenewSpec, Renewer};
 use crate::wait::{self, Waited};
 
 /// How distlock ends.
@@ -34,12 +32,13 @@ pub enum Exit {
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // Signals first: from here on, INT/TERM/HUP/QUIT are events, not deaths.
-    let (tx, rx) = events::channel();
-    let dispositions = signals::install(tx.clone())
+    let (tx, mut rx) = events::channel()
+        .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
+    let dispositions = signals::install(&tx)
         .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
 
     // A missing command costs neither a Redis round trip nor a wait.
-    spawn::check_command(&cfg.argv[0])?;
+    let program = spawn::resolve(&cfg.argv[0])?;
 
     let mut lock = SingleNode::new(cfg.name.clone(), cfg.connector.clone());
     let key = output::quote(cfg.name.key());
@@ -52,7 +51,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
 
     let token = Token::generate();
     let (acquired, waited) =
-        match wait::acquire(&mut lock, &token, cfg.ttl, cfg.wait, (&tx, &rx), out) {
+        match wait::acquire(&mut lock, &token, cfg.ttl, cfg.wait, (&tx, &mut rx), out) {
             Waited::Acquired { sent, waited } => (sent, waited),
             Waited::Busy { waited } => {
                 let after = if waited < std::time::Duration::from_millis(1) {
@@ -87,20 +86,32 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         output::duration(waited)
     ));
 
+    let lease = Lease {
+        token,
+        since: acquired,
+    };
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
-    let outcome = match drain_termination(&rx) {
+    let outcome = match drain_termination(&mut rx) {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(&cfg, &lock, &token, acquired, dispositions, (&tx, &rx), out),
+        None => run_locked(
+            &cfg,
+            &program,
+            &lock,
+            &lease,
+            dispositions,
+            (&tx, &mut rx),
+            out,
+        ),
     };
     let exit = match outcome {
         Err(e) => {
-            release(&mut lock, &token, &cfg, out);
+            release(&mut lock, &lease.token, &cfg, out);
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
-            release(&mut lock, &token, &cfg, out);
+            release(&mut lock, &lease.token, &cfg, out);
             out.error(format!(
                 "interrupted by {} just after acquiring lock {key}; the command was not started and the lock was released",
                 signal_name(signal)
@@ -119,7 +130,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE))
         }
     };
-    if release(&mut lock, &token, &cfg, out) == Some(Ownership::NotHeld) {
+    if release(&mut lock, &lease.token, &cfg, out) == Some(Ownership::NotHeld) {
         // Not ours any more although no renewal said so: an operator deleted or overwrote the
         // key between renewals, or Redis lost its data. The command may have run without the
         // lock: say so rather than report its success.
@@ -141,33 +152,26 @@ enum Started {
     Interrupted(i32),
 }
 
-/// Start the renewer, spawn the child and supervise it while the lock is held.
+/// Spawn the child, start the renewer, and supervise the child while the lock is held.
 fn run_locked(
     cfg: &RunConfig,
+    program: &std::path::Path,
     lock: &SingleNode,
-    token: &Token,
-    acquired: Instant,
+    lease: &Lease,
     dispositions: Dispositions,
-    (tx, rx): (&events::Sender, &Receiver),
+    (tx, rx): (&events::Sender, &mut Events),
     out: &Output,
 ) -> Result<Started, Error> {
-    // The renewer starts before the child: if it cannot, no command runs unprotected.
-    let renewer = Renewer::start(
-        lock.fresh(renewal_timeout(cfg)),
-        token.clone(),
-        cfg.ttl,
-        cfg.renew_every,
-        acquired,
-        tx.clone(),
-    )
-    .map_err(|e| Error::Internal(format!("cannot start the renewal thread: {e}")))?;
     crate::child::become_subreaper();
     let terminal = Terminal::detect();
+    // distlock is still single-threaded here, which keeps the fork cheap; the renewer thread
+    // is started by the supervisor when the first renewal comes near.
     let group: Pid = spawn::spawn(SpawnSpec {
+        program,
         argv: &cfg.argv,
         env: vec![
             ("DISTLOCK_KEY", cfg.name.key().to_owned()),
-            ("DISTLOCK_TOKEN", token.as_str().to_owned()),
+            ("DISTLOCK_TOKEN", lease.token.as_str().to_owned()),
             ("DISTLOCK_TTL_MS", cfg.ttl.as_millis().to_string()),
         ],
         take_terminal: terminal.is_some(),
@@ -177,6 +181,14 @@ fn run_locked(
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.
         terminal.give_to(group);
     }
+    let renewer = Renewer::new(RenewSpec {
+        lock: lock.fresh(renewal_timeout(cfg)),
+        token: lease.token.clone(),
+        ttl: cfg.ttl,
+        every: cfg.renew_every,
+        last_ok: lease.since,
+        events: tx.clone(),
+    });
     out.verbose(format!(
         "started {} (process group {group})",
         output::quote_os(&cfg.argv[0])
@@ -186,12 +198,11 @@ fn run_locked(
         terminal,
         deadlines: cfg.deadlines,
         kill_signal: cfg.kill_signal,
-        acquired,
-        renewer: &renewer,
+        acquired: lease.since,
+        renewer,
         out,
     }
     .run(rx);
-    renewer.stop();
     Ok(Started::Ended(ending))
 }
 
@@ -232,9 +243,9 @@ fn renewal_timeout(cfg: &RunConfig) -> std::time::Duration {
 }
 
 /// A termination signal already queued, if any.
-fn drain_termination(rx: &Receiver) -> Option<i32> {
+fn drain_termination(rx: &mut Events) -> Option<i32> {
     let mut found = None;
-    while let Ok(event) = rx.try_recv() {
+    while let Some(event) = rx.try_recv() {
         if let Event::Signal(signal) = event {
             if signals::is_termination(signal) && found.is_none() {
                 found = Some(signal);

@@ -43,6 +43,16 @@ impl Token {
     }
 }
 
+/// A lock we hold: our token, and the send time of the attempt that took it (the lock cannot
+/// expire before `since + ttl`).
+#[derive(Clone, Debug)]
+pub struct Lease {
+    /// Our token.
+    pub token: Token,
+    /// Send time of the successful acquire attempt (monotonic clock).
+    pub since: std::time::Instant,
+}
+
 /// The outcome of one acquisition attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attempt {

@@ -194,6 +194,24 @@ impl Redis {
         }
     }
 
+    /// How many calls of `command` succeeded so far (INFO commandstats: calls minus failed and
+    /// rejected ones, so that a NOSCRIPT answer does not count as an attempt).
+    pub fn successful_calls(&self, command: &str) -> u64 {
+        let stats: String = self.cmd(&["INFO", "commandstats"]);
+        let prefix = format!("cmdstat_{command}:");
+        let Some(line) = stats.lines().find(|l| l.starts_with(&prefix)) else {
+            return 0;
+        };
+        let field = |name: &str| -> u64 {
+            line[prefix.len()..]
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        field("calls") - field("failed_calls") - field("rejected_calls")
+    }
+
     pub fn signal(&self, signal: Signal) {
         kill(self.pid(), signal).expect("signal redis-server");
     }
