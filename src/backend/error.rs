@@ -74,10 +74,9 @@ impl BackendError {
             BackendError::Io { timeout: true, .. } => {
                 Some("Redis did not answer in time; raise --redis-timeout if it is just slow")
             }
-            BackendError::Server { code, .. } => match code.as_str() {
-                "NOPERM" => Some(
-                    "the Redis user needs +evalsha +eval +script|load +get +set +pexpire +pttl +del +publish +subscribe",
-                ),
+            BackendError::Server { code, detail } => match code.as_str() {
+                "NOPERM" => Some(ACL_HINT),
+                "ERR" if detail.contains("user executing the script") => Some(ACL_HINT),
                 "READONLY" => {
                     Some("this server is a read-only replica; point --redis at the primary")
                 }
@@ -90,6 +89,9 @@ impl BackendError {
         }
     }
 }
+
+/// What an ACL user needs for distlock.
+const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +script|load +subscribe +get +set +pexpire +pttl +del +publish";
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

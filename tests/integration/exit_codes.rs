@@ -294,3 +294,52 @@ fn stdin_and_stdout_pass_through_byte_for_byte() {
     assert!(out.stdout == data, "stdout differs from stdin");
     assert!(out.stderr.is_empty());
 }
+
+#[test]
+fn acl_user_with_the_documented_rights_works_and_a_weaker_one_gets_a_hint() {
+    let redis = Redis::start();
+    let rights = [
+        "~distlock:*",
+        "&distlock:*",
+        "-@all",
+        "+evalsha",
+        "+script|load",
+        "+subscribe",
+        "+get",
+        "+set",
+        "+pexpire",
+        "+pttl",
+        "+del",
+        "+publish",
+    ];
+    let mut args = vec!["ACL", "SETUSER", "locker", "on", ">pw"];
+    args.extend(rights);
+    redis.cmd::<String>(&args);
+    redis.cmd::<String>(&[
+        "ACL",
+        "SETUSER",
+        "weak",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "-@all",
+        "+evalsha",
+        "+script|load",
+    ]);
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", redis.port());
+    // Busy first (so the waiting path and its subscription are exercised), then free.
+    redis.cmd::<String>(&["SET", &lock_key("acl"), "x", "PX", "300"]);
+    let out =
+        run(bare_distlock().args(["--redis", &url("locker"), "run", "-k", "acl", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!redis.exists(&lock_key("acl")));
+    let out =
+        run(bare_distlock().args(["--redis", &url("weak"), "run", "-k", "acl", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the Redis user needs"),
+        "{}",
+        stderr(&out)
+    );
+}
