@@ -27,7 +27,7 @@ use crate::exit;
     propagate_version = true,
     max_term_width = 100,
     help_expected = true,
-    after_help = "Run 'distlock run --help' for the options of run, and its exit codes."
+    after_help = "Run 'distlock COMMAND --help' for a command's options, exit codes and examples."
 )]
 pub struct Cli {
     #[command(flatten, next_help_heading = "Global options")]
@@ -123,13 +123,48 @@ pub enum Command {
     ///
     /// COMMAND inherits stdin, stdout and stderr (distlock writes only to stderr) and gets
     /// DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_TTL_MS in its environment.
-    #[command(after_long_help = run_after_help())]
     Run(RunArgs),
+
+    /// Show whether a lock is held, by whom, since when, and until when.
+    ///
+    /// Exits 0 when the lock is held and 1 when it is free, so that scripts can branch on it.
+    Status(StatusArgs),
+
+    /// List the locks under the prefix, with holder, age and time left.
+    ///
+    /// Uses SCAN (never KEYS), so it does not block the server. An aligned table on a terminal,
+    /// tab-separated lines otherwise, or JSON with --json.
+    List(ListArgs),
+
+    /// Delete a lock whoever holds it, after showing who does.
+    ///
+    /// Asks for confirmation on a terminal; requires --yes otherwise. Only the holder shown is
+    /// removed: if the lock changed hands meanwhile, nothing is broken. The waiters are woken.
+    /// The holder's next renewal then finds the lock gone and, for distlock run, terminates its
+    /// command (exit 124).
+    #[command(visible_alias = "force-release")]
+    Break(BreakArgs),
+
+    /// Acquire a lock and print its token, for locks that span several CI steps or scripts.
+    ///
+    /// The token (and nothing else) goes to stdout. Nothing renews the lock: choose a --ttl that
+    /// covers the work, or call distlock renew; release it with distlock release.
+    Acquire(AcquireArgs),
+
+    /// Extend a lock acquired with distlock acquire.
+    Renew(RenewArgs),
+
+    /// Release a lock acquired with distlock acquire.
+    Release(ReleaseArgs),
+
+    /// Write the shell completions or the man pages (for packagers).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
 }
 
-/// `distlock run`.
+/// Options shared by the commands that take a lock (`run`, `acquire`).
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct TakeArgs {
     /// Name of the lock.
     ///
     /// Up to 256 bytes of printable characters without whitespace, braces, backslashes or glob
@@ -140,8 +175,8 @@ pub struct RunArgs {
 
     /// Lifetime of the lock in Redis without renewal (from 1s to 24h).
     ///
-    /// While the command runs the lock is renewed every --renew-every; if distlock or its
-    /// machine dies, the lock expires after at most this long.
+    /// distlock run renews the lock every --renew-every while the command runs; if distlock or
+    /// its machine dies, the lock expires after at most this long.
     #[arg(
         short,
         long,
@@ -188,6 +223,27 @@ pub struct RunArgs {
     )]
     pub wait_mode: WaitMode,
 
+    /// A reason, stored with the lock and shown to whoever waits for it or asks about it.
+    #[arg(long, value_name = "TEXT", env = "DISTLOCK_NOTE")]
+    pub note: Option<String>,
+
+    /// Without a terminal, print a "still waiting" line this often while waiting.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_REPORT_EVERY",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub report_every: Duration,
+}
+
+/// `distlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub take: TakeArgs,
+
     /// Renew the lock this often while the command runs (default: a third of --ttl).
     #[arg(
         long,
@@ -229,6 +285,108 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// `distlock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Print JSON (one object) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only locks whose key matches this glob (* ? [...]), e.g. 'deploy-*'.
+    #[arg(value_name = "PATTERN", default_value = "*")]
+    pub pattern: String,
+
+    /// Print JSON (an array) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock break`.
+#[derive(Debug, Args)]
+pub struct BreakArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// `distlock acquire`.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub take: TakeArgs,
+}
+
+/// `distlock renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// The token printed by distlock acquire.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "DISTLOCK_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: String,
+
+    /// New lifetime from now (default: the TTL the lock was acquired with).
+    #[arg(short, long, value_name = "DUR", value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+}
+
+/// `distlock release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// The token printed by distlock acquire.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "DISTLOCK_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: String,
+}
+
+/// `distlock generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to write (default: both).
+    #[arg(value_name = "WHAT")]
+    pub what: Option<Generated>,
+
+    /// Directory that holds completions/ and man/ (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// Generated files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// bash, zsh, fish, elvish and PowerShell completions.
+    Completions,
+    /// distlock.1 and one page per subcommand.
+    Man,
+}
+
 /// How a waiter learns that the lock may be free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WaitMode {
@@ -238,13 +396,21 @@ pub enum WaitMode {
     Spin,
 }
 
-fn run_after_help() -> String {
-    format!(
-        "{}\nExamples:\n  distlock run --key deploy-prod --ttl 30s -- ./deploy.sh v42\n  \
-         distlock run -k nightly-report -n -E 0 -- ./report.sh     # skip quietly if running\n  \
-         distlock run -k backup --wait 10m -- pg_dump -f /backup/db.sql mydb\n",
-        exit::help_table()
-    )
+/// The command-line definition with the long texts that only `--help`, the man pages and the
+/// completions need (exit codes and examples per subcommand). Building them costs more than
+/// parsing a command line, so plain runs use the bare [`Cli`] definition.
+pub fn documented_command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut command = Cli::command().after_long_help(crate::help::after_help(""));
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        let text = crate::help::after_help(&name);
+        command = command.mut_subcommand(&name, |sub| sub.after_long_help(text));
+    }
+    command
 }
 
 /// Parse a duration that must carry a unit (`500ms`, `30s`, `5m`, `1h30m`).
@@ -300,6 +466,36 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+        documented_command().debug_assert();
+    }
+
+    #[test]
+    fn every_argument_is_documented() {
+        fn check(command: &clap::Command, path: &str) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                let short = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(!short.trim().is_empty(), "{path} {id} has no help");
+                assert!(
+                    short.trim_end().len() <= 100,
+                    "{path} {id}: keep -h to one line"
+                );
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_name() != "help" {
+                    assert!(
+                        sub.get_about().is_some(),
+                        "{path} {} has no about",
+                        sub.get_name()
+                    );
+                    check(sub, &format!("{path} {}", sub.get_name()));
+                }
+            }
+        }
+        check(&documented_command(), "distlock");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use crate::backend::{Connector, Endpoint, TlsFiles};
 use crate::cli::{self, Cli};
 use crate::error::Error;
-use crate::lock::{self, LockName};
+use crate::lock::{self, LockName, Token};
 use crate::output::{self, Level, Output};
 use crate::renew::Deadlines;
 use crate::wait::WaitPolicy;
@@ -38,10 +38,68 @@ pub struct Config {
 pub enum CommandConfig {
     /// `distlock run`.
     Run(RunConfig),
+    /// `distlock acquire`.
+    Acquire(TakeConfig),
+    /// `distlock status`.
+    Status {
+        /// How to reach Redis.
+        connector: Connector,
+        /// Which lock.
+        name: LockName,
+        /// JSON output.
+        json: bool,
+    },
+    /// `distlock list`.
+    List {
+        /// How to reach Redis.
+        connector: Connector,
+        /// The key prefix.
+        prefix: String,
+        /// Glob over keys.
+        pattern: String,
+        /// JSON output.
+        json: bool,
+    },
+    /// `distlock break`.
+    Break {
+        /// How to reach Redis.
+        connector: Connector,
+        /// Which lock.
+        name: LockName,
+        /// Skip the confirmation.
+        yes: bool,
+    },
+    /// `distlock renew`.
+    Renew {
+        /// How to reach Redis.
+        connector: Connector,
+        /// Which lock.
+        name: LockName,
+        /// The holder's token.
+        token: Token,
+        /// New TTL (default: the one it was acquired with).
+        ttl: Option<Duration>,
+    },
+    /// `distlock release`.
+    Release {
+        /// How to reach Redis.
+        connector: Connector,
+        /// Which lock.
+        name: LockName,
+        /// The holder's token.
+        token: Token,
+    },
+    /// `distlock generate`.
+    Generate {
+        /// What to write (None: both).
+        what: Option<cli::Generated>,
+        /// Where.
+        out: Option<std::path::PathBuf>,
+    },
 }
 
-/// `distlock run`, decided.
-pub struct RunConfig {
+/// Taking a lock (`run`, `acquire`), decided.
+pub struct TakeConfig {
     /// How to reach Redis.
     pub connector: Connector,
     /// Which lock.
@@ -52,6 +110,16 @@ pub struct RunConfig {
     pub wait: WaitPolicy,
     /// Exit code when busy.
     pub busy_exit: u8,
+    /// Stored with the lock.
+    pub note: Option<String>,
+    /// Interval of "still waiting" lines without a terminal.
+    pub report_every: Duration,
+}
+
+/// `distlock run`, decided.
+pub struct RunConfig {
+    /// Which lock, and how to wait for it.
+    pub take: TakeConfig,
     /// Renewal interval.
     pub renew_every: Duration,
     /// Kill timing.
@@ -94,26 +162,142 @@ impl Config {
     /// Decide everything, or explain the first problem as a usage error.
     pub fn from_cli(cli: Cli) -> Result<Config, Error> {
         let output = output_for(&cli);
-        let url = redis_url(&cli).unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let endpoint = Endpoint::parse(&url).map_err(Error::Usage)?;
-        lock::validate_prefix(&cli.global.prefix).map_err(Error::Usage)?;
-        let timeout = cli.global.redis_timeout;
-        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&timeout) {
-            return Err(Error::Usage(format!(
-                "--redis-timeout {} is out of range; use 10ms to 60s",
-                output::duration(timeout)
-            )));
-        }
-        let tls = tls_files(&cli.global, &endpoint)?;
-        let connector = Connector::new(endpoint, timeout, tls)
-            .map_err(|e| Error::Usage(format!("cannot set up the Redis client: {e}")))?;
+        let global = &cli.global;
+        let prefix = global.prefix.as_str();
         let command = match cli.command {
-            cli::Command::Run(args) => {
-                CommandConfig::Run(run_config(args, &cli.global.prefix, connector)?)
+            cli::Command::Run(args) => CommandConfig::Run(run_config(args, global)?),
+            cli::Command::Acquire(args) => CommandConfig::Acquire(take_config(
+                args.take,
+                global,
+                "the lock is held until it expires or is released",
+            )?),
+            cli::Command::Status(args) => CommandConfig::Status {
+                connector: connector(global)?,
+                name: lock_name(prefix, &args.key)?,
+                json: args.json,
+            },
+            cli::Command::List(args) => {
+                lock::validate_pattern(&args.pattern).map_err(Error::Usage)?;
+                CommandConfig::List {
+                    connector: connector(global)?,
+                    prefix: checked_prefix(prefix)?.to_owned(),
+                    pattern: args.pattern,
+                    json: args.json,
+                }
             }
+            cli::Command::Break(args) => CommandConfig::Break {
+                connector: connector(global)?,
+                name: lock_name(prefix, &args.key)?,
+                yes: args.yes,
+            },
+            cli::Command::Renew(args) => {
+                if let Some(ttl) = args.ttl {
+                    check_ttl(ttl, "the lock is held until it expires or is released")?;
+                }
+                CommandConfig::Renew {
+                    connector: connector(global)?,
+                    name: lock_name(prefix, &args.key)?,
+                    token: token(&args.token)?,
+                    ttl: args.ttl,
+                }
+            }
+            cli::Command::Release(args) => CommandConfig::Release {
+                connector: connector(global)?,
+                name: lock_name(prefix, &args.key)?,
+                token: token(&args.token)?,
+            },
+            cli::Command::Generate(args) => CommandConfig::Generate {
+                what: args.what,
+                out: args.out,
+            },
         };
         Ok(Config { output, command })
     }
+}
+
+/// The Redis connector the global options describe.
+fn connector(global: &cli::GlobalArgs) -> Result<Connector, Error> {
+    let url = global
+        .redis
+        .clone()
+        .or_else(|| std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+    let endpoint = Endpoint::parse(&url).map_err(Error::Usage)?;
+    let timeout = global.redis_timeout;
+    if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&timeout) {
+        return Err(Error::Usage(format!(
+            "--redis-timeout {} is out of range; use 10ms to 60s",
+            output::duration(timeout)
+        )));
+    }
+    let tls = tls_files(global, &endpoint)?;
+    Connector::new(endpoint, timeout, tls)
+        .map_err(|e| Error::Usage(format!("cannot set up the Redis client: {e}")))
+}
+
+fn checked_prefix(prefix: &str) -> Result<&str, Error> {
+    lock::validate_prefix(prefix).map_err(Error::Usage)?;
+    Ok(prefix)
+}
+
+fn lock_name(prefix: &str, key: &str) -> Result<LockName, Error> {
+    lock::validate_key(key).map_err(Error::Usage)?;
+    Ok(LockName::new(checked_prefix(prefix)?, key))
+}
+
+fn token(text: &str) -> Result<Token, Error> {
+    let text = text.trim();
+    if text.is_empty()
+        || text.len() > 128
+        || text.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(Error::Usage(
+            "the token is empty or malformed; pass what distlock acquire printed, with --token or DISTLOCK_TOKEN".into(),
+        ));
+    }
+    Ok(Token::from_text(text))
+}
+
+fn check_ttl(ttl: Duration, why: &str) -> Result<(), Error> {
+    if (MIN_TTL..=MAX_TTL).contains(&ttl) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "--ttl {} is out of range; use 1s to 24h ({why})",
+            output::duration(ttl)
+        )))
+    }
+}
+
+fn take_config(
+    args: cli::TakeArgs,
+    global: &cli::GlobalArgs,
+    why_ttl: &str,
+) -> Result<TakeConfig, Error> {
+    let name = lock_name(&global.prefix, &args.key)?;
+    check_ttl(args.ttl, why_ttl)?;
+    if args.report_every < Duration::from_secs(1) {
+        return Err(Error::Usage(format!(
+            "--report-every {} is too short; use 1s or more",
+            output::duration(args.report_every)
+        )));
+    }
+    Ok(TakeConfig {
+        connector: connector(global)?,
+        name,
+        ttl: args.ttl,
+        wait: WaitPolicy {
+            limit: if args.no_wait {
+                Some(Duration::ZERO)
+            } else {
+                args.wait
+            },
+            mode: args.wait_mode,
+        },
+        busy_exit: args.conflict_exit_code,
+        note: args.note,
+        report_every: args.report_every,
+    })
 }
 
 /// Read the TLS files named on the command line; only meaningful with rediss://.
@@ -152,15 +336,18 @@ fn tls_files(global: &cli::GlobalArgs, endpoint: &Endpoint) -> Result<TlsFiles, 
     Ok(TlsFiles { ca, client })
 }
 
-fn run_config(args: cli::RunArgs, prefix: &str, connector: Connector) -> Result<RunConfig, Error> {
-    lock::validate_key(&args.key).map_err(Error::Usage)?;
-    let ttl = args.ttl;
-    if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
-        return Err(Error::Usage(format!(
-            "--ttl {} is out of range; use 1s to 24h (renewal keeps a short TTL alive as long as the command runs)",
-            output::duration(ttl)
-        )));
+fn run_config(args: cli::RunArgs, global: &cli::GlobalArgs) -> Result<RunConfig, Error> {
+    if args.command.first().is_none_or(|c| c.is_empty()) {
+        return Err(Error::Usage(
+            "no command given; put it after --, e.g. distlock run --key k -- ./job.sh".into(),
+        ));
     }
+    let take = take_config(
+        args.take,
+        global,
+        "renewal keeps a short TTL alive as long as the command runs",
+    )?;
+    let ttl = take.ttl;
     let renew_every = args.renew_every.unwrap_or_else(|| whole_ms(ttl / 3));
     if renew_every < MIN_RENEW_EVERY || renew_every >= ttl {
         return Err(Error::Usage(format!(
@@ -200,25 +387,8 @@ fn run_config(args: cli::RunArgs, prefix: &str, connector: Connector) -> Result<
             args.kill_signal
         ))
     })?;
-    let wait = WaitPolicy {
-        limit: if args.no_wait {
-            Some(Duration::ZERO)
-        } else {
-            args.wait
-        },
-        mode: args.wait_mode,
-    };
-    if args.command.first().is_none_or(|c| c.is_empty()) {
-        return Err(Error::Usage(
-            "no command given; put it after --, e.g. distlock run --key k -- ./job.sh".into(),
-        ));
-    }
     Ok(RunConfig {
-        connector,
-        name: LockName::new(prefix, &args.key),
-        ttl,
-        wait,
-        busy_exit: args.conflict_exit_code,
+        take,
         renew_every,
         deadlines,
         kill_signal,
@@ -242,6 +412,7 @@ mod tests {
         let cli = Cli::try_parse_from(argv).map_err(|e| Error::Usage(e.to_string()))?;
         match Config::from_cli(cli)?.command {
             CommandConfig::Run(run) => Ok(run),
+            _ => unreachable!("a run command line"),
         }
     }
 
@@ -256,13 +427,13 @@ mod tests {
     #[test]
     fn defaults() {
         let run = parse(&["-k", "k", "--", "true"]).unwrap();
-        assert_eq!(run.ttl, Duration::from_secs(30));
+        assert_eq!(run.take.ttl, Duration::from_secs(30));
         assert_eq!(run.renew_every, Duration::from_secs(10));
         assert_eq!(run.deadlines.grace, Duration::from_secs(5));
-        assert_eq!(run.wait.limit, None);
-        assert_eq!(run.busy_exit, 75);
+        assert_eq!(run.take.wait.limit, None);
+        assert_eq!(run.take.busy_exit, 75);
         assert_eq!(run.kill_signal, Signal::SIGTERM);
-        assert_eq!(run.name.lock_key(), "distlock:{k}");
+        assert_eq!(run.take.name.lock_key(), "distlock:{k}");
     }
 
     #[test]
@@ -275,8 +446,8 @@ mod tests {
     #[test]
     fn no_wait_means_one_try() {
         let run = parse(&["-k", "k", "-n", "-E", "0", "true"]).unwrap();
-        assert_eq!(run.wait.limit, Some(Duration::ZERO));
-        assert_eq!(run.busy_exit, 0);
+        assert_eq!(run.take.wait.limit, Some(Duration::ZERO));
+        assert_eq!(run.take.busy_exit, 0);
     }
 
     #[test]

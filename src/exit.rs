@@ -1,20 +1,23 @@
-//! The exit-code table: the one source for the codes the program returns, the table in `--help`,
-//! the README and the man pages. Nothing else in the crate writes a numeric exit code.
+//! The exit-code tables: the one source for the codes the program returns, the tables in
+//! `--help`, the EXIT STATUS sections of the man pages and the README (a test checks the
+//! README against these). Nothing else in the crate writes a numeric exit code.
 
-/// The child ran and exited: its code passes through untouched (this constant is never returned
-/// by distlock itself; it names the row of the table).
+/// Success (for `run`: the child's own code passes through instead).
 pub const SUCCESS: u8 = 0;
+/// `status`: the lock is free; `break`: there was nothing (or no longer the shown holder) to break.
+pub const FREE: u8 = 1;
 /// Command-line usage error: unknown flag, bad duration, empty key, missing command, bad URL.
 pub const USAGE: u8 = 64;
 /// The Redis key exists but does not hold a lock (another type of value lives there).
 pub const DATA: u8 = 65;
-/// Redis unreachable, authentication or TLS failure, or Redis refused the command, before the
-/// child started.
+/// Redis unreachable, authentication or TLS failure, or Redis refused the command.
 pub const UNAVAILABLE: u8 = 69;
 /// An internal error: a bug, or the operating system refused something distlock needs.
 pub const SOFTWARE: u8 = 70;
 /// The lock is busy: not acquired with `--no-wait` or within `--wait` (see `-E`).
 pub const BUSY: u8 = 75;
+/// `renew`/`release`: the lock is not held with this token (expired, released, broken, taken).
+pub const NOT_HELD: u8 = 77;
 /// The lock was lost while the child ran; the child was terminated.
 pub const LOCK_LOST: u8 = 124;
 /// The command was found but could not be executed.
@@ -24,7 +27,7 @@ pub const NOT_FOUND: u8 = 127;
 /// Exit codes above this report a death by signal N as 128+N.
 pub const SIGNAL_BASE: u8 = 128;
 
-/// One row of the documented table.
+/// One row of a documented table.
 pub struct Row {
     /// The code as shown to users (`"64"`, `"128+N"`, `"child's code"`).
     pub code: &'static str,
@@ -32,7 +35,35 @@ pub struct Row {
     pub meaning: &'static str,
 }
 
-/// The documented exit codes of `distlock run`, in the order they are shown.
+const ROW_USAGE: Row = Row {
+    code: "64",
+    meaning: "usage error: unknown flag, bad duration, bad key, URL that is not redis://, \
+              rediss:// or unix://, or an inconsistent combination of flags",
+};
+const ROW_DATA: Row = Row {
+    code: "65",
+    meaning: "the Redis key exists but holds another type of value, so it is not a lock; choose \
+              another --key or --prefix",
+};
+const ROW_UNAVAILABLE: Row = Row {
+    code: "69",
+    meaning: "Redis unreachable, authentication or TLS failure, or Redis refused the command \
+              (read-only replica, missing ACL permission, out of memory)",
+};
+const ROW_SOFTWARE: Row = Row {
+    code: "70",
+    meaning: "internal error: a bug, or the operating system refused something distlock needs",
+};
+const ROW_BUSY: Row = Row {
+    code: "75",
+    meaning: "lock busy: not acquired with --no-wait or within --wait (change it with -E)",
+};
+const ROW_INTERRUPTED: Row = Row {
+    code: "128+N",
+    meaning: "interrupted by signal N while waiting for the lock (nothing is left in Redis)",
+};
+
+/// `distlock run`.
 pub const RUN_TABLE: &[Row] = &[
     Row {
         code: "child's code",
@@ -49,24 +80,14 @@ pub const RUN_TABLE: &[Row] = &[
         meaning: "usage error: unknown flag, bad duration, bad key, missing command, URL that is not \
                   redis://, rediss:// or unix://, or an inconsistent combination of flags",
     },
-    Row {
-        code: "65",
-        meaning: "the Redis key exists but holds another type of value, so it is not a lock; choose \
-                  another --key or --prefix",
-    },
+    ROW_DATA,
     Row {
         code: "69",
         meaning: "Redis unreachable, authentication or TLS failure, or Redis refused the command \
                   (read-only replica, missing ACL permission, out of memory), before the command started",
     },
-    Row {
-        code: "70",
-        meaning: "internal error: a bug, or the operating system refused something distlock needs",
-    },
-    Row {
-        code: "75",
-        meaning: "lock busy: not acquired with --no-wait or within --wait (change it with -E)",
-    },
+    ROW_SOFTWARE,
+    ROW_BUSY,
     Row {
         code: "124",
         meaning: "the lock was lost while the command ran (renewal failed or the key was taken or \
@@ -82,26 +103,91 @@ pub const RUN_TABLE: &[Row] = &[
     },
 ];
 
-/// The table as plain text for `--help`, wrapped with a hanging indent.
-pub fn help_table() -> String {
-    const WIDTH: usize = 96;
-    const INDENT: usize = 16;
-    let mut text = String::from("Exit status:\n");
-    for row in RUN_TABLE {
-        let mut line = format!("  {:<13} ", row.code);
-        for word in row.meaning.split_whitespace() {
-            if line.len() + word.len() + 1 > WIDTH && line.trim().len() > row.code.len() {
-                text.push_str(line.trim_end());
-                text.push('\n');
-                line = " ".repeat(INDENT);
-            }
-            line.push_str(word);
-            line.push(' ');
-        }
-        text.push_str(line.trim_end());
-        text.push('\n');
+/// `distlock acquire`.
+pub const ACQUIRE_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "acquired; the token is on stdout",
+    },
+    ROW_INTERRUPTED,
+    ROW_USAGE,
+    ROW_DATA,
+    ROW_UNAVAILABLE,
+    ROW_SOFTWARE,
+    ROW_BUSY,
+];
+
+/// `distlock status`.
+pub const STATUS_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "the lock is held",
+    },
+    Row {
+        code: "1",
+        meaning: "the lock is free",
+    },
+    ROW_USAGE,
+    ROW_DATA,
+    ROW_UNAVAILABLE,
+];
+
+/// `distlock list`.
+pub const LIST_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "listed (possibly nothing)",
+    },
+    ROW_USAGE,
+    ROW_UNAVAILABLE,
+];
+
+/// `distlock break`.
+pub const BREAK_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "the lock was broken (deleted) and its waiters woken",
+    },
+    Row {
+        code: "1",
+        meaning: "nothing was broken: the lock was free, or changed hands after it was shown",
+    },
+    Row {
+        code: "64",
+        meaning: "usage error, or confirmation refused (or not possible: stdin is not a terminal \
+                  and --yes was not given)",
+    },
+    ROW_DATA,
+    ROW_UNAVAILABLE,
+];
+
+/// `distlock renew` and `distlock release`.
+pub const TOKEN_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "done",
+    },
+    ROW_USAGE,
+    ROW_DATA,
+    ROW_UNAVAILABLE,
+    Row {
+        code: "77",
+        meaning: "the lock is not held with this token: it expired, was released or broken, or \
+                  another process holds it now",
+    },
+];
+
+/// The table of a subcommand (by name).
+pub fn table(command: &str) -> &'static [Row] {
+    match command {
+        "run" => RUN_TABLE,
+        "acquire" => ACQUIRE_TABLE,
+        "status" => STATUS_TABLE,
+        "list" => LIST_TABLE,
+        "break" => BREAK_TABLE,
+        "renew" | "release" => TOKEN_TABLE,
+        _ => &[],
     }
-    text
 }
 
 /// The exit code that reports a death by `signal`.
@@ -125,9 +211,9 @@ mod tests {
     }
 
     #[test]
-    fn help_table_lists_every_code() {
-        let text = help_table();
-        for code in [
+    fn tables_name_the_constants() {
+        let codes = |t: &[Row]| t.iter().map(|r| r.code.to_owned()).collect::<Vec<_>>();
+        for c in [
             USAGE,
             DATA,
             UNAVAILABLE,
@@ -137,11 +223,11 @@ mod tests {
             CANNOT_EXECUTE,
             NOT_FOUND,
         ] {
-            assert!(
-                text.contains(&format!("  {code} ")),
-                "{code} missing from\n{text}"
-            );
+            assert!(codes(RUN_TABLE).contains(&c.to_string()), "{c}");
         }
+        assert!(codes(STATUS_TABLE).contains(&FREE.to_string()));
+        assert!(codes(TOKEN_TABLE).contains(&NOT_HELD.to_string()));
+        assert!(codes(BREAK_TABLE).contains(&FREE.to_string()));
         assert_eq!(SUCCESS, 0);
     }
 }

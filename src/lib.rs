@@ -29,25 +29,73 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod exit;
+pub mod help;
 pub mod lock;
 pub mod output;
 pub mod renew;
 pub mod wait;
 
-use clap::Parser;
-
-use crate::commands::run::Exit;
+use crate::commands::Exit;
 use crate::config::{CommandConfig, Config};
 
 /// Parse the command line, run the subcommand, and exit (or die of the child's signal).
 pub fn main() -> ! {
-    let cli = match cli::Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The long help texts (exit codes, examples) are built only when they can be shown.
+    let wants_docs = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help" || a == "help");
+    let command = if wants_docs {
+        cli::documented_command()
+    } else {
+        <cli::Cli as clap::CommandFactory>::command()
+    };
+    let cli = match command
+        .try_get_matches_from(&args)
+        .and_then(|m| <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(err) => usage_error(err),
     };
     let out = config::output_for(&cli);
-    let result = Config::from_cli(cli).and_then(|cfg| match cfg.command {
-        CommandConfig::Run(run) => commands::run::run(run, &cfg.output),
+    let result = Config::from_cli(cli).and_then(|cfg| {
+        let out = &cfg.output;
+        match cfg.command {
+            CommandConfig::Run(run) => commands::run::run(run, out),
+            CommandConfig::Acquire(take) => commands::acquire::acquire(take, out),
+            CommandConfig::Status {
+                connector,
+                name,
+                json,
+            } => commands::inspect::status(connector, name, json, out),
+            CommandConfig::List {
+                connector,
+                prefix,
+                pattern,
+                json,
+            } => commands::inspect::list(connector, &prefix, &pattern, json, out),
+            CommandConfig::Break {
+                connector,
+                name,
+                yes,
+            } => commands::inspect::break_lock(connector, name, yes, out),
+            CommandConfig::Renew {
+                connector,
+                name,
+                token,
+                ttl,
+            } => commands::token::renew(connector, name, token, ttl, out),
+            CommandConfig::Release {
+                connector,
+                name,
+                token,
+            } => commands::token::release(connector, name, token, out),
+            CommandConfig::Generate { what, out: dir } => {
+                commands::generate::generate(what, dir, out)
+            }
+        }
     });
     match result {
         Ok(Exit::Code(code)) => std::process::exit(i32::from(code)),

@@ -17,7 +17,8 @@ use crate::backend::{BackendError, Notice};
 use crate::child::signals;
 use crate::cli::WaitMode;
 use crate::events::{Event, Events, Sender};
-use crate::lock::{Attempt, HolderTtl, Lock, Token};
+use crate::lock::{Attempt, HeldBy, Holder, HolderTtl, Lock, Token};
+use crate::output::progress::WaitDisplay;
 use crate::output::{self, Output};
 
 /// How long to wait, and how.
@@ -44,6 +45,8 @@ pub enum Waited {
     Busy {
         /// How long we waited.
         waited: Duration,
+        /// The holder as last seen.
+        held: Option<HeldBy>,
     },
     /// A signal stopped the wait; nothing of ours is left in Redis.
     Interrupted(i32),
@@ -60,30 +63,47 @@ const ERROR_CAP: Duration = Duration::from_secs(5);
 /// Backoff while the holder's lock has no expiry (not ours to judge): polled slowly.
 const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
 
-/// Take the lock for `token`, waiting according to `policy`.
+/// What to acquire, and how long to wait for it.
+pub struct Request<'a> {
+    /// Our token (the same for every attempt).
+    pub token: &'a Token,
+    /// The lock's TTL.
+    pub ttl: Duration,
+    /// What to store about us beside the lock.
+    pub holder: &'a Holder,
+    /// How long and how to wait.
+    pub policy: WaitPolicy,
+}
+
+/// Take the lock for `request.token`, waiting according to `request.policy`.
 pub fn acquire(
     lock: &mut dyn Lock,
-    token: &Token,
-    ttl: Duration,
-    policy: WaitPolicy,
+    request: &Request<'_>,
     events: (&Sender, &mut Events),
+    display: &mut WaitDisplay,
     out: &Output,
 ) -> Waited {
     let mut waiter = Waiter {
         lock,
-        token,
+        request,
+        display,
         out,
         start: Instant::now(),
         maybe_ours: false,
+        last_held: None,
     };
-    let result = waiter.run(ttl, policy, events);
+    let result = waiter.run(events);
+    match &result {
+        Waited::Acquired { waited, .. } => waiter.display.acquired(*waited),
+        _ => waiter.display.clear(),
+    }
     if !matches!(result, Waited::Acquired { .. }) && waiter.maybe_ours {
         // An attempt whose reply was lost may have taken the lock: give it back.
-        match waiter.lock.release(token) {
+        match waiter.lock.release(request.token) {
             Ok(_) => out.verbose("released a lock taken by an attempt whose reply was lost"),
             Err(e) => out.warn(format!(
                 "an acquire attempt may have taken the lock and releasing it failed ({e}); it expires within {}",
-                output::duration(ttl)
+                output::duration(request.ttl)
             )),
         }
     }
@@ -92,26 +112,23 @@ pub fn acquire(
 
 struct Waiter<'a> {
     lock: &'a mut dyn Lock,
-    token: &'a Token,
+    request: &'a Request<'a>,
+    display: &'a mut WaitDisplay,
     out: &'a Output,
     start: Instant,
     maybe_ours: bool,
+    last_held: Option<HeldBy>,
 }
 
 impl Waiter<'_> {
-    fn run(
-        &mut self,
-        ttl: Duration,
-        policy: WaitPolicy,
-        (tx, rx): (&Sender, &mut Events),
-    ) -> Waited {
+    fn run(&mut self, (tx, rx): (&Sender, &mut Events)) -> Waited {
+        let policy = self.request.policy;
         let deadline = policy.limit.map(|limit| self.start + limit);
         let mut subscription = None;
         let mut mode = policy.mode;
         let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);
         let mut errors = Backoff::new(ERROR_BASE, ERROR_CAP);
         let mut no_expiry = Backoff::new(SPIN_CAP, NO_EXPIRY_CAP);
-        let mut announced = false;
         let mut last_error: Option<BackendError> = None;
         // Until Redis has answered once, a failure other than a timeout is a misconfiguration
         // (wrong port, plain text to a TLS port, ...), not a blip: report it at once.
@@ -121,7 +138,10 @@ impl Waiter<'_> {
                 return Waited::Interrupted(signal);
             }
             let sent = Instant::now();
-            let sleep = match self.lock.try_acquire(self.token, ttl) {
+            let attempt =
+                self.lock
+                    .try_acquire(self.request.token, self.request.ttl, self.request.holder);
+            let sleep = match attempt {
                 Ok(Attempt::Acquired) => {
                     if last_error.is_some() {
                         self.out.notice("Redis answers again");
@@ -131,7 +151,7 @@ impl Waiter<'_> {
                         waited: sent.duration_since(self.start),
                     };
                 }
-                Ok(Attempt::Busy(holder)) => {
+                Ok(Attempt::Busy(held)) => {
                     answered = true;
                     self.maybe_ours = false;
                     if last_error.take().is_some() {
@@ -141,6 +161,7 @@ impl Waiter<'_> {
                     if policy.limit == Some(Duration::ZERO) {
                         return Waited::Busy {
                             waited: sent.duration_since(self.start),
+                            held: Some(held),
                         };
                     }
                     if mode == WaitMode::Notify && subscription.is_none() {
@@ -154,24 +175,24 @@ impl Waiter<'_> {
                                 continue;
                             }
                             Err(e) => {
-                                self.out.warn(format!(
+                                self.display.warn(format!(
                                     "cannot subscribe to release notifications ({e}); polling instead"
                                 ));
                                 mode = WaitMode::Spin;
                             }
                         }
                     }
-                    if !announced {
-                        announced = true;
-                        self.announce(holder, deadline);
-                    }
-                    match (mode, holder) {
+                    self.display.busy(&held);
+                    self.out.verbose(format!("lock busy: {}", held.summary()));
+                    let sleep = match (mode, held.ttl) {
                         (_, HolderTtl::Never) => no_expiry.next_delay(),
                         (WaitMode::Notify, HolderTtl::Expires(pttl)) => past_expiry(pttl),
                         (WaitMode::Spin, HolderTtl::Expires(pttl)) => {
                             spin.next_delay().min(past_expiry(pttl))
                         }
-                    }
+                    };
+                    self.last_held = Some(held);
+                    sleep
                 }
                 Err(e) => {
                     if e.maybe_applied() {
@@ -182,7 +203,7 @@ impl Waiter<'_> {
                         return Waited::Failed(e);
                     }
                     if last_error.is_none() {
-                        self.out.warn(format!(
+                        self.display.warn(format!(
                             "Redis failed while waiting for the lock ({e}); retrying"
                         ));
                     } else {
@@ -200,6 +221,7 @@ impl Waiter<'_> {
                         Some(e) => Waited::Failed(e),
                         None => Waited::Busy {
                             waited: self.start.elapsed(),
+                            held: self.last_held.take(),
                         },
                     };
                 }
@@ -212,19 +234,26 @@ impl Waiter<'_> {
         }
     }
 
-    /// Sleep until `wake_at` or a wake-up. Returns a terminating signal if one arrived.
-    fn sleep_until(&self, wake_at: Instant, rx: &mut Events) -> Option<i32> {
+    /// Sleep until `wake_at` or a wake-up, keeping the display alive. Returns a terminating
+    /// signal if one arrived.
+    fn sleep_until(&mut self, wake_at: Instant, rx: &mut Events) -> Option<i32> {
         loop {
-            let timeout = wake_at.saturating_duration_since(Instant::now());
-            if timeout.is_zero() {
+            let now = Instant::now();
+            if now >= wake_at {
                 return None;
             }
-            match rx.recv_timeout(timeout) {
+            let display_at = self.display.next_wakeup().unwrap_or(wake_at);
+            if now >= display_at {
+                self.display.tick();
+                continue;
+            }
+            match rx.recv_timeout(wake_at.min(display_at) - now) {
                 Some(Event::Signal(signal)) if signals::is_termination(signal) => {
                     return Some(signal);
                 }
                 Some(Event::Signal(libc::SIGTSTP)) => {
                     // Nothing is held while waiting: stop like the default action would.
+                    self.display.clear();
                     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
                 }
                 Some(Event::Subscriber(Notice::Message)) => {
@@ -241,31 +270,9 @@ impl Waiter<'_> {
                         "release notifications lost ({e}); reconnecting (the wait stays bounded by the holder's expiry)"
                     ));
                 }
-                Some(_) => {}
-                None => return None,
+                Some(_) | None => {}
             }
         }
-    }
-
-    fn announce(&self, holder: HolderTtl, deadline: Option<Instant>) {
-        let limit = match deadline {
-            Some(d) => format!(
-                " for up to {}",
-                output::duration(d.saturating_duration_since(self.start))
-            ),
-            None => String::new(),
-        };
-        let expiry = match holder {
-            HolderTtl::Expires(pttl) => format!(
-                "the holder's lock expires in {} unless renewed",
-                output::duration(pttl)
-            ),
-            HolderTtl::Never => "the holder's lock has no expiry".to_owned(),
-        };
-        self.out.notice(format!(
-            "lock {} is busy; waiting{limit} ({expiry})",
-            output::quote(self.lock.name().key())
-        ));
     }
 }
 

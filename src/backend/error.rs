@@ -91,7 +91,7 @@ impl BackendError {
 }
 
 /// What an ACL user needs for distlock.
-const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +script|load +subscribe +get +set +pexpire +pttl +del +publish";
+const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +script|load +subscribe +get +set +pexpire +pttl +del +publish +hset +hget +hgetall +time";
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -153,7 +153,8 @@ impl BackendError {
                     let detail = err.detail().unwrap_or_default().to_owned();
                     if code == "WRONGPASS"
                         || code == "NOAUTH"
-                        || (code == "ERR" && detail.contains("AUTH"))
+                        || (code == "ERR"
+                            && (detail.contains("AUTH") || detail.contains("unauthenticated")))
                     {
                         BackendError::Auth(format!("{code} {detail}"))
                     } else {

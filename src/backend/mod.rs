@@ -16,5 +16,5 @@ mod subscribe;
 
 pub use endpoint::{Endpoint, password_in};
 pub use error::BackendError;
-pub use node::{Connector, Node, Script, TlsFiles};
+pub use node::{Connector, Node, Reply, Script, TlsFiles};
 pub use subscribe::{Notice, Subscription, subscribe};

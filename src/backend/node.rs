@@ -105,6 +105,52 @@ impl Connector {
     }
 }
 
+/// One element of a script's reply, in our own terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// An integer.
+    Int(i64),
+    /// A string (Lua strings are bytes).
+    Bytes(Vec<u8>),
+    /// Lua `false` / nil.
+    Nil,
+    /// A nested array.
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    /// The integer, if this is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The text, if this is a string (lossily decoded).
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            Reply::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::Value> for Reply {
+    fn from(value: redis::Value) -> Self {
+        match value {
+            redis::Value::Int(n) => Reply::Int(n),
+            redis::Value::BulkString(b) => Reply::Bytes(b),
+            redis::Value::SimpleString(s) => Reply::Bytes(s.into_bytes()),
+            redis::Value::Okay => Reply::Bytes(b"OK".to_vec()),
+            redis::Value::Array(items) | redis::Value::Set(items) => {
+                Reply::Array(items.into_iter().map(Reply::from).collect())
+            }
+            _ => Reply::Nil,
+        }
+    }
+}
+
 /// A Lua script, sent with EVALSHA (falling back to loading it on NOSCRIPT).
 pub struct Script(redis::Script);
 
@@ -138,13 +184,13 @@ impl Node {
         self.conn = None;
     }
 
-    /// Run `script` with `keys` and `args`; the script must return an array of integers.
-    pub fn eval_ints(
+    /// Run `script` with `keys` and `args`; the script must return an array.
+    pub fn eval(
         &mut self,
         script: &Script,
         keys: &[&str],
         args: &[&[u8]],
-    ) -> Result<Vec<i64>, BackendError> {
+    ) -> Result<Vec<Reply>, BackendError> {
         let mut invocation = script.0.prepare_invoke();
         for key in keys {
             invocation.key(*key);
@@ -153,8 +199,34 @@ impl Node {
             invocation.arg(*arg);
         }
         let conn = self.conn()?;
-        let result = invocation.invoke::<Vec<i64>>(conn);
+        let result = invocation.invoke::<Vec<redis::Value>>(conn);
         self.finish(result)
+            .map(|values| values.into_iter().map(Reply::from).collect())
+    }
+
+    /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server).
+    pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, BackendError> {
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let conn = self.conn()?;
+            let result = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query::<(u64, Vec<String>)>(conn);
+            let (next, batch) = self.finish(result)?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     fn conn(&mut self) -> Result<&mut Connection, BackendError> {

@@ -11,23 +11,15 @@ use crate::child::signals::{self, Dispositions};
 use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
+use crate::commands::take::take;
+use crate::commands::{Exit, signal_name};
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::events::{self, Event, Events};
 use crate::exit;
-use crate::lock::{Lease, Lock, Ownership, SingleNode, Token};
+use crate::lock::{Holder, Lease, Lock, Ownership, SingleNode, Token};
 use crate::output::{self, Output};
 use crate::renew::{RenewSpec, Renewer};
-use crate::wait::{self, Waited};
-
-/// How distlock ends.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// Exit with this code.
-    Code(u8),
-    /// Die of this signal (the child did, or we were interrupted).
-    Signal(i32),
-}
 
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
@@ -40,56 +32,17 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // A missing command costs neither a Redis round trip nor a wait.
     let program = spawn::resolve(&cfg.argv[0])?;
 
-    let mut lock = SingleNode::new(cfg.name.clone(), cfg.connector.clone());
-    let key = output::quote(cfg.name.key());
-    lock.connect().map_err(|source| Error::Redis {
-        context: "cannot connect to Redis".into(),
-        server: lock.describe(),
-        source,
-    })?;
-    out.verbose(format!("connected to {}", lock.describe()));
-
-    let token = Token::generate();
-    let (acquired, waited) =
-        match wait::acquire(&mut lock, &token, cfg.ttl, cfg.wait, (&tx, &mut rx), out) {
-            Waited::Acquired { sent, waited } => (sent, waited),
-            Waited::Busy { waited } => {
-                let after = if waited < std::time::Duration::from_millis(1) {
-                    String::new()
-                } else {
-                    format!(" after waiting {}", output::duration(waited))
-                };
-                out.notice(format!(
-                    "lock {key} is held by another process; gave up{after} (exit {})",
-                    cfg.busy_exit
-                ));
-                return Ok(Exit::Code(cfg.busy_exit));
-            }
-            Waited::Interrupted(signal) => {
-                out.error(format!(
-                    "interrupted by {} while waiting for lock {key}; nothing was acquired",
-                    signal_name(signal)
-                ));
-                return Ok(Exit::Signal(signal));
-            }
-            Waited::Failed(source) => {
-                return Err(Error::Redis {
-                    context: format!("cannot acquire lock {key}"),
-                    server: lock.describe(),
-                    source,
-                });
-            }
-        };
-    out.verbose(format!(
-        "acquired lock {key} ({}) after {}",
-        cfg.name.lock_key(),
-        output::duration(waited)
-    ));
-
-    let lease = Lease {
-        token,
-        since: acquired,
+    let holder = Holder::this_process(
+        "run",
+        std::process::id(),
+        &cfg.argv,
+        cfg.take.note.as_deref(),
+    );
+    let (mut lock, lease) = match take(&cfg.take, &holder, (&tx, &mut rx), out)? {
+        Ok(taken) => taken,
+        Err(exit) => return Ok(exit),
     };
+    let key = output::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
     let outcome = match drain_termination(&mut rx) {
@@ -170,9 +123,9 @@ fn run_locked(
         program,
         argv: &cfg.argv,
         env: vec![
-            ("DISTLOCK_KEY", cfg.name.key().to_owned()),
+            ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
             ("DISTLOCK_TOKEN", lease.token.as_str().to_owned()),
-            ("DISTLOCK_TTL_MS", cfg.ttl.as_millis().to_string()),
+            ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
         take_terminal: terminal.is_some(),
         restore_ttou: dispositions.ttou_was_default,
@@ -184,7 +137,7 @@ fn run_locked(
     let renewer = Renewer::new(RenewSpec {
         lock: lock.fresh(renewal_timeout(cfg)),
         token: lease.token.clone(),
-        ttl: cfg.ttl,
+        ttl: cfg.take.ttl,
         every: cfg.renew_every,
         last_ok: lease.since,
         events: tx.clone(),
@@ -214,7 +167,7 @@ fn release(
     cfg: &RunConfig,
     out: &Output,
 ) -> Option<Ownership> {
-    let key = output::quote(cfg.name.key());
+    let key = output::quote(cfg.take.name.key());
     match lock.release(token) {
         Ok(ownership) => {
             out.verbose(format!("released lock {key}"));
@@ -223,7 +176,7 @@ fn release(
         Err(e) => {
             out.warn(format!(
                 "cannot release lock {key} ({e}); it expires by itself within {}",
-                output::duration(cfg.ttl)
+                output::duration(cfg.take.ttl)
             ));
             None
         }
@@ -236,7 +189,8 @@ fn renewal_timeout(cfg: &RunConfig) -> std::time::Duration {
         .deadlines
         .retry_window(cfg.renew_every)
         .unwrap_or(cfg.renew_every);
-    cfg.connector
+    cfg.take
+        .connector
         .timeout()
         .min(window / 2)
         .max(std::time::Duration::from_millis(10))
@@ -267,7 +221,7 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
         } => format!(
             "no renewal succeeded for {} of its {} TTL; last error: {e}",
             output::duration(*since_last_ok),
-            output::duration(cfg.ttl)
+            output::duration(cfg.take.ttl)
         ),
         Loss::RenewalsFailed {
             last_error: None,
@@ -275,7 +229,7 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
         } => format!(
             "no renewal was confirmed for {} of its {} TTL (Redis did not answer, or distlock was stopped)",
             output::duration(*since_last_ok),
-            output::duration(cfg.ttl)
+            output::duration(cfg.take.ttl)
         ),
     }
 }
@@ -285,10 +239,4 @@ fn describe_exit(exit: &Exit) -> String {
         Exit::Code(code) => format!("the command exited with {code}"),
         Exit::Signal(signal) => format!("the command was killed by {}", signal_name(*signal)),
     }
-}
-
-/// `SIGINT`, or `signal 42`.
-pub fn signal_name(signal: i32) -> String {
-    nix::sys::signal::Signal::try_from(signal)
-        .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned())
 }

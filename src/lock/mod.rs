@@ -12,11 +12,13 @@
 //! | Redis key / channel | what |
 //! |---|---|
 //! | `P{K}` | the lock: a string holding the holder's token (a uuid v4), with a PX expiry |
+//! | `P{K}:owner` | hash of holder metadata (see [`holder`]), same expiry, written with the lock |
 //! | `P{K}:released` | pub/sub channel; the release script publishes on it |
 //!
 //! The braces make `K` a Cluster hash tag, so every companion key `P{K}:...` lives in the same
 //! slot as the lock.
 
+pub mod holder;
 mod name;
 mod single;
 
@@ -24,14 +26,20 @@ use std::time::Duration;
 
 use crate::backend::{BackendError, Notice, Subscription};
 
-pub use name::{LockName, validate_key, validate_prefix};
-pub use single::SingleNode;
+pub use holder::{HeldBy, Holder};
+pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
+pub use single::{SingleNode, list};
 
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token(String);
 
 impl Token {
+    /// A token given by the user (`release --token`).
+    pub fn from_text(text: &str) -> Self {
+        Token(text.to_owned())
+    }
+
     /// A fresh random token.
     pub fn generate() -> Self {
         Token(uuid::Uuid::new_v4().to_string())
@@ -54,12 +62,21 @@ pub struct Lease {
 }
 
 /// The outcome of one acquisition attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attempt {
     /// We hold the lock now.
     Acquired,
     /// Someone else holds it.
-    Busy(HolderTtl),
+    Busy(HeldBy),
+}
+
+/// What an inspection found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockState {
+    /// Nobody holds the lock.
+    Free,
+    /// Somebody does.
+    Held(HeldBy),
 }
 
 /// How long the current holder's lock has left.
@@ -97,12 +114,21 @@ pub trait Lock: Send {
     /// Try once to take the lock for `token` with `ttl`. An error whose
     /// [`BackendError::maybe_applied`] is true means the lock may now be ours: the caller must
     /// either retry with the same token or release it.
-    fn try_acquire(&mut self, token: &Token, ttl: Duration) -> Result<Attempt, BackendError>;
+    fn try_acquire(
+        &mut self,
+        token: &Token,
+        ttl: Duration,
+        holder: &Holder,
+    ) -> Result<Attempt, BackendError>;
+
+    /// Look at the lock without changing it.
+    fn inspect(&mut self) -> Result<LockState, BackendError>;
 
     /// Extend our lock to `ttl` from now, only if it still holds `token`.
     fn extend(&mut self, token: &Token, ttl: Duration) -> Result<Ownership, BackendError>;
 
-    /// Release our lock, only if it still holds `token`, and wake the waiters.
+    /// Release the lock, only if it still holds `token`, and wake the waiters. (`break` passes
+    /// the token it saw when it showed the holder, so that it never breaks a newer holder.)
     fn release(&mut self, token: &Token) -> Result<Ownership, BackendError>;
 
     /// Another handle on the same lock with its own connection(s), for another thread, whose

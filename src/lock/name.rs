@@ -19,6 +19,7 @@ const FORBIDDEN: &[(char, &str)] = &[
 pub struct LockName {
     key: String,
     lock_key: String,
+    owner_key: String,
     channel: String,
 }
 
@@ -26,10 +27,12 @@ impl LockName {
     /// The names for `key` under `prefix`. Both must have been validated.
     pub fn new(prefix: &str, key: &str) -> Self {
         let lock_key = format!("{prefix}{{{key}}}");
+        let owner_key = format!("{lock_key}:owner");
         let channel = format!("{lock_key}:released");
         LockName {
             key: key.to_owned(),
             lock_key,
+            owner_key,
             channel,
         }
     }
@@ -42,6 +45,33 @@ impl LockName {
     /// The Redis key of the lock: `PREFIX{KEY}`.
     pub fn lock_key(&self) -> &str {
         &self.lock_key
+    }
+
+    /// The hash of holder metadata: `PREFIX{KEY}:owner`.
+    pub fn owner_key(&self) -> &str {
+        &self.owner_key
+    }
+
+    /// The user's key back from a Redis key `PREFIX{KEY}` (None for companion keys and keys
+    /// of other programs).
+    pub fn key_of<'a>(prefix: &str, redis_key: &'a str) -> Option<&'a str> {
+        let inner = redis_key
+            .strip_prefix(prefix)?
+            .strip_prefix('{')?
+            .strip_suffix('}')?;
+        validate_key(inner).ok().map(|()| inner)
+    }
+
+    /// The SCAN pattern for lock keys whose KEY matches the glob `pattern`.
+    pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
+        let mut escaped = String::with_capacity(prefix.len() + pattern.len() + 2);
+        for c in prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        format!("{escaped}{{{pattern}}}")
     }
 
     /// The pub/sub channel the release script publishes on: `PREFIX{KEY}:released`.
@@ -78,6 +108,23 @@ pub fn validate_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Check a `list` pattern: a glob over keys (`*`, `?`, `[...]`), without braces or whitespace.
+pub fn validate_pattern(pattern: &str) -> Result<(), String> {
+    if pattern.is_empty() || pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the pattern {} is empty or contains whitespace; use e.g. 'deploy-*'",
+            crate::output::quote(pattern)
+        ));
+    }
+    if pattern.contains(['{', '}']) {
+        return Err(format!(
+            "the pattern {} contains a brace; match keys without their prefix or braces, e.g. 'deploy-*'",
+            crate::output::quote(pattern)
+        ));
+    }
+    Ok(())
+}
+
 /// Check a user-supplied prefix.
 pub fn validate_prefix(prefix: &str) -> Result<(), String> {
     if prefix.contains(['{', '}']) {
@@ -108,6 +155,15 @@ mod tests {
         assert_eq!(name.lock_key(), "distlock:{deploy-prod}");
         assert_eq!(name.channel(), "distlock:{deploy-prod}:released");
         assert_eq!(name.key(), "deploy-prod");
+        assert_eq!(name.owner_key(), "distlock:{deploy-prod}:owner");
+        assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}"), Some("a-b"));
+        assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}:owner"), None);
+        assert_eq!(LockName::key_of("distlock:", "other:{a}"), None);
+        assert_eq!(
+            LockName::scan_pattern("distlock:", "dep*"),
+            "distlock:{dep*}"
+        );
+        assert_eq!(LockName::scan_pattern("a*b:", "*"), "a\\*b:{*}");
     }
 
     #[test]

@@ -2,8 +2,6 @@
 //! command on a real pseudo-terminal (Ctrl-C once, reading the terminal, Ctrl-Z and resume).
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
 use nix::sys::signal::{Signal, kill};
@@ -117,36 +115,6 @@ fn the_command_dies_when_distlock_is_sigkilled() {
     kill(pid_of(&holder), Signal::SIGKILL).unwrap();
     finish(holder);
     wait_dead(child);
-}
-
-/// Spawn distlock as the session leader of a new pseudo-terminal (like a login shell would run
-/// it), with the terminal on stdin. Returns the process and the terminal's master side.
-fn on_a_terminal(cmd: &mut std::process::Command) -> (std::process::Child, std::fs::File) {
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let slave = std::fs::File::from(pty.slave);
-    cmd.stdin(Stdio::from(slave.try_clone().unwrap()));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    // SAFETY: setsid and ioctl are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().unwrap();
-    drop(slave);
-    (child, std::fs::File::from(pty.master))
-}
-
-fn foreground_group(master: &std::fs::File) -> i32 {
-    // SAFETY: TIOCGPGRP writes one pid_t into the pointer we pass.
-    unsafe {
-        let mut pgrp: libc::pid_t = 0;
-        libc::ioctl(master.as_raw_fd(), libc::TIOCGPGRP, &mut pgrp);
-        pgrp
-    }
 }
 
 /// The terminal goes to the command: it can read it, and Ctrl-C reaches it exactly once (from

@@ -3,6 +3,8 @@
 //! a condition and fails the test when its bound passes.
 
 use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -364,4 +366,34 @@ pub fn lock_key(key: &str) -> String {
 pub fn signal_of(output: &Output) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     output.status.signal()
+}
+
+/// Spawn distlock as the session leader of a new pseudo-terminal (like a login shell would run
+/// it), with the terminal on stdin. Returns the process and the terminal's master side.
+pub fn on_a_terminal(cmd: &mut std::process::Command) -> (std::process::Child, std::fs::File) {
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    drop(slave);
+    (child, std::fs::File::from(pty.master))
+}
+
+pub fn foreground_group(master: &std::fs::File) -> i32 {
+    // SAFETY: TIOCGPGRP writes one pid_t into the pointer we pass.
+    unsafe {
+        let mut pgrp: libc::pid_t = 0;
+        libc::ioctl(master.as_raw_fd(), libc::TIOCGPGRP, &mut pgrp);
+        pgrp
+    }
 }

@@ -147,5 +147,9 @@ fn holder_without_expiry_is_waited_for() {
     redis.cmd::<i64>(&["DEL", &key]);
     let out = finish(waiter);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("has no expiry"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("set without expiry"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -5,6 +5,8 @@
 //! [`quote`] before it reaches a terminal, and registered secrets (the password of the Redis URL)
 //! are replaced by `***` in every line, whatever produced it (including Redis error texts).
 
+pub mod progress;
+
 use std::io::Write;
 use std::sync::Arc;
 
@@ -108,6 +110,20 @@ pub fn quote(text: &str) -> String {
         }
     }
     out.push('"');
+    out
+}
+
+/// User-controlled text made safe for a terminal, without quotes: control characters are
+/// escaped (`\n`, `\u{1b}`), everything else is kept.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
     out
 }
 

@@ -1,0 +1,296 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'distlock'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'distlock' {
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run a command while holding a lock')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether a lock is held, by whom, since when, and until when')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under the prefix, with holder, age and time left')
+            [CompletionResult]::new('break', 'break', [CompletionResultType]::ParameterValue, 'Delete a lock whoever holds it, after showing who does')
+            [CompletionResult]::new('force-release', 'force-release', [CompletionResultType]::ParameterValue, 'Delete a lock whoever holds it, after showing who does')
+            [CompletionResult]::new('acquire', 'acquire', [CompletionResultType]::ParameterValue, 'Acquire a lock and print its token, for locks that span several CI steps or scripts')
+            [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a lock acquired with distlock acquire')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release a lock acquired with distlock acquire')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Write the shell completions or the man pages (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'distlock;run' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly')
+            [CompletionResult]::new('--wait-mode', '--wait-mode', [CompletionResultType]::ParameterName, 'How to wait for a busy lock')
+            [CompletionResult]::new('--note', '--note', [CompletionResultType]::ParameterName, 'A reason, stored with the lock and shown to whoever waits for it or asks about it')
+            [CompletionResult]::new('--report-every', '--report-every', [CompletionResultType]::ParameterName, 'Without a terminal, print a "still waiting" line this often while waiting')
+            [CompletionResult]::new('--renew-every', '--renew-every', [CompletionResultType]::ParameterName, 'Renew the lock this often while the command runs (default: a third of --ttl)')
+            [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'Signal that stops the command when the lock is lost (name or number)')
+            [CompletionResult]::new('--kill-grace', '--kill-grace', [CompletionResultType]::ParameterName, 'Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter)')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;status' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (one object) instead of text')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;list' {
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (an array) instead of a table')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;break' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Do not ask for confirmation (required when stdin is not a terminal)')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation (required when stdin is not a terminal)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;force-release' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Do not ask for confirmation (required when stdin is not a terminal)')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation (required when stdin is not a terminal)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;acquire' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly')
+            [CompletionResult]::new('--wait-mode', '--wait-mode', [CompletionResultType]::ParameterName, 'How to wait for a busy lock')
+            [CompletionResult]::new('--note', '--note', [CompletionResultType]::ParameterName, 'A reason, stored with the lock and shown to whoever waits for it or asks about it')
+            [CompletionResult]::new('--report-every', '--report-every', [CompletionResultType]::ParameterName, 'Without a terminal, print a "still waiting" line this often while waiting')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;renew' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'The token printed by distlock acquire')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'New lifetime from now (default: the TTL the lock was acquired with)')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lifetime from now (default: the TTL the lock was acquired with)')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;release' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'The token printed by distlock acquire')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;generate' {
+            [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Directory that holds completions/ and man/ (default: the current one)')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;help' {
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run a command while holding a lock')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether a lock is held, by whom, since when, and until when')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under the prefix, with holder, age and time left')
+            [CompletionResult]::new('break', 'break', [CompletionResultType]::ParameterValue, 'Delete a lock whoever holds it, after showing who does')
+            [CompletionResult]::new('acquire', 'acquire', [CompletionResultType]::ParameterValue, 'Acquire a lock and print its token, for locks that span several CI steps or scripts')
+            [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a lock acquired with distlock acquire')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release a lock acquired with distlock acquire')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Write the shell completions or the man pages (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'distlock;help;run' {
+            break
+        }
+        'distlock;help;status' {
+            break
+        }
+        'distlock;help;list' {
+            break
+        }
+        'distlock;help;break' {
+            break
+        }
+        'distlock;help;acquire' {
+            break
+        }
+        'distlock;help;renew' {
+            break
+        }
+        'distlock;help;release' {
+            break
+        }
+        'distlock;help;generate' {
+            break
+        }
+        'distlock;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

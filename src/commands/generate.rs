@@ -1,0 +1,193 @@
+//! `distlock generate completions|man`: the shell completions and man pages, generated from the
+//! one clap definition (with the exit codes and examples of [`crate::help`]). The committed
+//! copies in `completions/` and `man/` are checked against this by a test.
+
+use std::path::{Path, PathBuf};
+
+use clap_complete::Shell;
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, italic, roman};
+
+use crate::cli::{self, Generated};
+use crate::commands::Exit;
+use crate::error::Error;
+use crate::exit;
+use crate::output::Output;
+
+/// The command that regenerates the committed files (named by the stale-file test).
+pub const REGENERATE: &str = "cargo run -q -- generate";
+
+/// Write the files (into `root/completions` and `root/man`), or fail with the reason.
+pub fn generate(
+    what: Option<Generated>,
+    root: Option<PathBuf>,
+    out: &Output,
+) -> Result<Exit, Error> {
+    let root = root.unwrap_or_else(|| PathBuf::from("."));
+    let written = write_all(what, &root)
+        .map_err(|e| Error::Internal(format!("cannot write into {}: {e}", root.display())))?;
+    for path in written {
+        out.verbose(format!("wrote {}", path.display()));
+    }
+    Ok(Exit::Code(exit::SUCCESS))
+}
+
+/// Write completions and/or man pages under `root`; returns the files written.
+pub fn write_all(what: Option<Generated>, root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    if what.is_none_or(|w| w == Generated::Completions) {
+        let dir = root.join("completions");
+        std::fs::create_dir_all(&dir)?;
+        written.extend(completions(&dir)?);
+    }
+    if what.is_none_or(|w| w == Generated::Man) {
+        let dir = root.join("man");
+        std::fs::create_dir_all(&dir)?;
+        written.extend(man_pages(&dir)?);
+    }
+    Ok(written)
+}
+
+/// bash, zsh, fish, elvish and PowerShell completions.
+pub fn completions(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for shell in [
+        Shell::Bash,
+        Shell::Zsh,
+        Shell::Fish,
+        Shell::Elvish,
+        Shell::PowerShell,
+    ] {
+        let mut command = cli::documented_command();
+        written.push(clap_complete::generate_to(
+            shell,
+            &mut command,
+            "distlock",
+            dir,
+        )?);
+    }
+    Ok(written)
+}
+
+/// `distlock.1` and `distlock-SUBCOMMAND.1` for each visible subcommand.
+pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut root = cli::documented_command().disable_help_subcommand(true);
+    root.build();
+    let mut written = Vec::new();
+    let mut pages: Vec<(clap::Command, String)> = vec![(root.clone(), String::new())];
+    for sub in root.get_subcommands().filter(|s| !s.is_hide_set()) {
+        pages.push((sub.clone(), sub.get_name().to_owned()));
+    }
+    for (command, name) in pages {
+        let man = Man::new(command.clone()).manual("distlock manual");
+        let path = dir.join(man.get_filename());
+        let mut page = Vec::new();
+        man.render_title(&mut page)?;
+        man.render_name_section(&mut page)?;
+        man.render_synopsis_section(&mut page)?;
+        man.render_description_section(&mut page)?;
+        if command.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut page)?;
+        }
+        if command.has_subcommands() {
+            man.render_subcommands_section(&mut page)?;
+        }
+        extra_sections(&command, &name).to_writer(&mut page)?;
+        man.render_version_section(&mut page)?;
+        std::fs::write(&path, page)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// EXIT STATUS, ENVIRONMENT, EXAMPLES and SEE ALSO, from the same sources as `--help`.
+fn extra_sections(command: &clap::Command, name: &str) -> Roff {
+    let mut roff = Roff::default();
+    let table = exit::table(name);
+    if !table.is_empty() {
+        roff.control("SH", ["EXIT STATUS"]);
+        for row in table {
+            roff.control("TP", []);
+            roff.text([bold(row.code)]);
+            roff.text([roman(row.meaning)]);
+        }
+    } else if name.is_empty() {
+        roff.control("SH", ["EXIT STATUS"]);
+        roff.text([roman(
+            "Each subcommand documents its exit codes in its own page; see distlock-run(1) for the \
+             codes of a locked command.",
+        )]);
+    }
+    let mut env: Vec<(String, String)> = command
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let var = a.get_env()?.to_string_lossy().into_owned();
+            let flag = a.get_long().map(|l| format!("--{l}")).unwrap_or_default();
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            Some((var, format!("Same as {flag}: {help}")))
+        })
+        .collect();
+    if command
+        .get_arguments()
+        .any(|a| a.get_long() == Some("redis"))
+    {
+        env.push((
+            "REDIS_URL".into(),
+            "Used as the Redis URL when neither --redis nor DISTLOCK_REDIS_URL is set.".into(),
+        ));
+    }
+    if name == "run" {
+        env.push((
+            "DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_TTL_MS".into(),
+            "Set by distlock in the environment of COMMAND: the key as given, this holder's token, \
+             and the TTL in milliseconds."
+                .into(),
+        ));
+    }
+    if !env.is_empty() {
+        roff.control("SH", ["ENVIRONMENT"]);
+        for (var, text) in env {
+            roff.control("TP", []);
+            roff.text([bold(var)]);
+            roff.text([roman(text)]);
+        }
+    }
+    let examples = crate::help::examples(name);
+    if !examples.is_empty() {
+        roff.control("SH", ["EXAMPLES"]);
+        for example in examples {
+            roff.control("TP", []);
+            roff.text([roman(example.what)]);
+            roff.control("EX", []);
+            roff.text([roman(example.command)]);
+            roff.control("EE", []);
+        }
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    let mut see: Vec<String> = [
+        "distlock",
+        "distlock-run",
+        "distlock-status",
+        "distlock-list",
+        "distlock-break",
+        "distlock-acquire",
+        "distlock-renew",
+        "distlock-release",
+    ]
+    .iter()
+    .filter(|p| {
+        let this = if name.is_empty() {
+            "distlock".to_owned()
+        } else {
+            format!("distlock-{name}")
+        };
+        **p != this
+    })
+    .map(|p| format!("{p}(1)"))
+    .collect();
+    see.push("flock(1)".into());
+    see.push("redis-server(1)".into());
+    roff.text([italic(see.join(", "))]);
+    roff
+}

@@ -1,0 +1,311 @@
+//! Who holds a lock: the metadata stored beside it in `PREFIX{KEY}:owner`, and what a waiter or
+//! an operator learns about a held lock.
+//!
+//! The hash's fields are part of the documented Redis layout (other tools may read them):
+//! `acquired_at` (ms since the epoch, on the Redis server's clock), `host`, `pid`, `user`,
+//! `command`, `kind` (`run` or `acquire`), `version` (of distlock), `ttl_ms` (the TTL asked
+//! for; `renew` without `--ttl` reuses it), and when present `ci_url` and `note`. The lock's own
+//! value stays the bare token.
+
+use std::time::Duration;
+
+use super::HolderTtl;
+
+/// Longest command line stored, in bytes (longer ones are cut at a character boundary and end
+/// with `...`).
+pub const MAX_COMMAND_BYTES: usize = 300;
+/// Longest note stored, in bytes.
+pub const MAX_NOTE_BYTES: usize = 300;
+
+/// What a holder says about itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// Host name.
+    pub host: Option<String>,
+    /// Process id: distlock's for `run`, the calling shell's for `acquire`.
+    pub pid: Option<u32>,
+    /// User name (or uid).
+    pub user: Option<String>,
+    /// The command line, shell-quoted and truncated.
+    pub command: Option<String>,
+    /// `run` or `acquire`.
+    pub kind: Option<String>,
+    /// distlock's version.
+    pub version: Option<String>,
+    /// The CI job holding the lock.
+    pub ci_url: Option<String>,
+    /// `--note`.
+    pub note: Option<String>,
+}
+
+impl Holder {
+    /// The fields to store, in a stable order (`acquired_at` is added by the script).
+    pub fn to_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
+        let mut push = |name: &'static str, value: &Option<String>| {
+            if let Some(value) = value {
+                fields.push((name, value.clone()));
+            }
+        };
+        push("host", &self.host);
+        push("pid", &self.pid.map(|p| p.to_string()));
+        push("user", &self.user);
+        push("command", &self.command);
+        push("kind", &self.kind);
+        push("version", &self.version);
+        push("ci_url", &self.ci_url);
+        push("note", &self.note);
+        fields
+    }
+
+    /// Read the stored fields back (unknown fields are ignored). Returns the holder and the
+    /// `acquired_at` time, if any.
+    pub fn from_fields(fields: &[(String, String)]) -> (Option<Box<Holder>>, Option<u64>) {
+        if fields.is_empty() {
+            return (None, None);
+        }
+        let mut holder = Holder::default();
+        let mut acquired_at = None;
+        for (name, value) in fields {
+            let value = Some(value.clone());
+            match name.as_str() {
+                "host" => holder.host = value,
+                "pid" => holder.pid = value.and_then(|v| v.parse().ok()),
+                "user" => holder.user = value,
+                "command" => holder.command = value,
+                "kind" => holder.kind = value,
+                "version" => holder.version = value,
+                "ci_url" => holder.ci_url = value,
+                "note" => holder.note = value,
+                "acquired_at" => acquired_at = value.and_then(|v| v.parse().ok()),
+                _ => {}
+            }
+        }
+        (Some(Box::new(holder)), acquired_at)
+    }
+
+    /// This process as a holder: `kind` is `run` or `acquire`; `pid` is the process to name.
+    pub fn this_process(
+        kind: &str,
+        pid: u32,
+        command: &[std::ffi::OsString],
+        note: Option<&str>,
+    ) -> Holder {
+        let host = nix::unistd::gethostname()
+            .ok()
+            .map(|h| h.to_string_lossy().into_owned());
+        // USER or LOGNAME first: a passwd lookup may load NSS modules, which costs more than
+        // the rest of a run's start-up.
+        let user = ["USER", "LOGNAME"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+            .or_else(|| {
+                nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.name)
+            })
+            .or_else(|| Some(nix::unistd::getuid().to_string()));
+        let command = (!command.is_empty()).then(|| {
+            let words: Vec<String> = command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
+            truncate(&shell_words::join(&words), MAX_COMMAND_BYTES)
+        });
+        Holder {
+            host,
+            pid: Some(pid),
+            user,
+            command,
+            kind: Some(kind.to_owned()),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            ci_url: ci_job_url(|name| std::env::var(name).ok()),
+            note: note
+                .filter(|n| !n.is_empty())
+                .map(|n| truncate(n, MAX_NOTE_BYTES)),
+        }
+    }
+
+    /// One line for humans: `host pid 123 (./deploy.sh v42)`, or the note.
+    pub fn summary(&self) -> String {
+        let mut text = String::new();
+        if let Some(host) = &self.host {
+            text.push_str(host);
+        }
+        if let Some(pid) = self.pid {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(&format!("pid {pid}"));
+        }
+        let what = self.note.as_ref().or(self.command.as_ref());
+        if let Some(what) = what {
+            text.push_str(&format!(" ({what})"));
+        }
+        if text.is_empty() {
+            "an unnamed holder".to_owned()
+        } else {
+            text
+        }
+    }
+}
+
+/// The URL of the CI job this process runs in, if any: GitHub Actions, GitLab CI, Jenkins,
+/// Buildkite.
+pub fn ci_job_url(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let get = |name: &str| var(name).filter(|v| !v.is_empty());
+    if get("GITHUB_ACTIONS").as_deref() == Some("true") {
+        if let (Some(server), Some(repo), Some(run)) = (
+            get("GITHUB_SERVER_URL"),
+            get("GITHUB_REPOSITORY"),
+            get("GITHUB_RUN_ID"),
+        ) {
+            let attempt = get("GITHUB_RUN_ATTEMPT")
+                .map(|a| format!("/attempts/{a}"))
+                .unwrap_or_default();
+            return Some(format!("{server}/{repo}/actions/runs/{run}{attempt}"));
+        }
+    }
+    if let Some(url) = get("CI_JOB_URL") {
+        return Some(url);
+    }
+    if let Some(url) = get("BUILDKITE_BUILD_URL") {
+        return Some(match get("BUILDKITE_JOB_ID") {
+            Some(job) => format!("{url}#{job}"),
+            None => url,
+        });
+    }
+    get("BUILD_URL")
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, marked with `...`.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// Everything known about a held lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldBy {
+    /// Time left before it expires unless renewed.
+    pub ttl: HolderTtl,
+    /// The holder's metadata (none for clients that store none).
+    pub holder: Option<Box<Holder>>,
+    /// How long it has been held (on the Redis server's clock).
+    pub held_for: Option<Duration>,
+    /// The holder's token (only from an inspection; never printed).
+    pub token: Option<String>,
+}
+
+impl HeldBy {
+    /// One line for humans: who, for how long, and until when.
+    pub fn summary(&self) -> String {
+        let who = match &self.holder {
+            Some(holder) => format!("held by {}", holder.summary()),
+            None => "held by another client (it stores no distlock metadata)".to_owned(),
+        };
+        let since = self
+            .held_for
+            .map(|d| format!(" for {}", crate::output::duration(d)))
+            .unwrap_or_default();
+        let expiry = match self.ttl {
+            HolderTtl::Expires(d) => {
+                format!("expires in {} unless renewed", crate::output::duration(d))
+            }
+            HolderTtl::Never => "set without expiry".to_owned(),
+        };
+        format!("{who}{since}; {expiry}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn fields_round_trip() {
+        let holder = Holder {
+            host: Some("ci-3".into()),
+            pid: Some(42),
+            user: Some("deploy".into()),
+            command: Some("./deploy.sh v42".into()),
+            kind: Some("run".into()),
+            version: Some("0.1.0".into()),
+            ci_url: None,
+            note: Some("release 42".into()),
+        };
+        let mut fields: Vec<(String, String)> = holder
+            .to_fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        fields.push(("acquired_at".into(), "1700000000000".into()));
+        fields.push(("future_field".into(), "x".into()));
+        let (back, at) = Holder::from_fields(&fields);
+        assert_eq!(back, Some(Box::new(holder)));
+        assert_eq!(at, Some(1_700_000_000_000));
+        assert_eq!(Holder::from_fields(&[]), (None, None));
+    }
+
+    #[test]
+    fn ci_urls() {
+        let env = |pairs: &[(&str, &str)]| {
+            let map: HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |name: &str| map.get(name).cloned()
+        };
+        assert_eq!(
+            ci_job_url(env(&[
+                ("GITHUB_ACTIONS", "true"),
+                ("GITHUB_SERVER_URL", "https://github.com"),
+                ("GITHUB_REPOSITORY", "o/r"),
+                ("GITHUB_RUN_ID", "7"),
+                ("GITHUB_RUN_ATTEMPT", "2"),
+            ])),
+            Some("https://github.com/o/r/actions/runs/7/attempts/2".into())
+        );
+        assert_eq!(
+            ci_job_url(env(&[("CI_JOB_URL", "https://gitlab.com/o/r/-/jobs/9")])),
+            Some("https://gitlab.com/o/r/-/jobs/9".into())
+        );
+        assert_eq!(
+            ci_job_url(env(&[("BUILD_URL", "https://jenkins/job/x/5/")])),
+            Some("https://jenkins/job/x/5/".into())
+        );
+        assert_eq!(
+            ci_job_url(env(&[
+                ("BUILDKITE_BUILD_URL", "https://buildkite.com/o/p/builds/3"),
+                ("BUILDKITE_JOB_ID", "abc")
+            ])),
+            Some("https://buildkite.com/o/p/builds/3#abc".into())
+        );
+        assert_eq!(ci_job_url(env(&[])), None);
+    }
+
+    #[test]
+    fn truncation_respects_characters() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdefghijkl", 8), "abcde...");
+        assert_eq!(truncate("ééééé", 6), "é...");
+    }
+
+    #[test]
+    fn this_process_describes_itself() {
+        let argv = vec!["./deploy.sh".into(), "v 42".into()];
+        let holder = Holder::this_process("run", 7, &argv, Some("hotfix"));
+        assert_eq!(holder.command.as_deref(), Some("./deploy.sh 'v 42'"));
+        assert_eq!(holder.pid, Some(7));
+        assert_eq!(holder.note.as_deref(), Some("hotfix"));
+        assert!(holder.summary().contains("pid 7 (hotfix)"));
+    }
+}

@@ -1,0 +1,160 @@
+//! The committed completions and man pages are generated from the clap definition: a test fails
+//! when they are stale, and says the one command that regenerates them.
+
+use std::path::Path;
+
+use crate::util::*;
+
+const REGENERATE: &str = "cargo run -q -- generate";
+
+/// Files under `completions/` and `man/` that differ between `committed` and `fresh` (missing,
+/// extra or changed), as paths relative to the root.
+fn stale(committed: &Path, fresh: &Path) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for root in [committed, fresh] {
+        for dir in ["completions", "man"] {
+            if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+                for entry in entries.flatten() {
+                    names.insert(format!("{dir}/{}", entry.file_name().to_string_lossy()));
+                }
+            }
+        }
+    }
+    names
+        .into_iter()
+        .filter(|name| {
+            std::fs::read(committed.join(name)).ok() != std::fs::read(fresh.join(name)).ok()
+        })
+        .collect()
+}
+
+fn generate_into(dir: &Path) {
+    let out = run(bare_distlock().arg("generate").arg("--out").arg(dir));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn committed_completions_and_man_pages_are_current() {
+    let fresh = Scratch::new();
+    generate_into(fresh.0.path());
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stale = stale(repo, fresh.0.path());
+    assert!(
+        stale.is_empty(),
+        "generated files are stale: {}; regenerate them with `{REGENERATE}` and commit them",
+        stale.join(", ")
+    );
+    for shell in [
+        "distlock.bash",
+        "_distlock",
+        "distlock.fish",
+        "distlock.elv",
+        "_distlock.ps1",
+    ] {
+        assert!(repo.join("completions").join(shell).exists(), "{shell}");
+    }
+    for page in [
+        "distlock",
+        "distlock-run",
+        "distlock-status",
+        "distlock-list",
+        "distlock-break",
+        "distlock-acquire",
+        "distlock-renew",
+        "distlock-release",
+    ] {
+        assert!(
+            repo.join("man").join(format!("{page}.1")).exists(),
+            "{page}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_file_is_caught() {
+    let fresh = Scratch::new();
+    generate_into(fresh.0.path());
+    let committed = Scratch::new();
+    generate_into(committed.0.path());
+    assert!(stale(committed.0.path(), fresh.0.path()).is_empty());
+    let page = committed.path("man/distlock-run.1");
+    let text = std::fs::read_to_string(&page)
+        .unwrap()
+        .replace("124", "123");
+    std::fs::write(&page, text).unwrap();
+    std::fs::remove_file(committed.path("completions/_distlock")).unwrap();
+    std::fs::write(committed.path("man/distlock-old.1"), "gone\n").unwrap();
+    assert_eq!(
+        stale(committed.0.path(), fresh.0.path()),
+        [
+            "completions/_distlock",
+            "man/distlock-old.1",
+            "man/distlock-run.1"
+        ]
+    );
+}
+
+#[test]
+fn man_pages_render_cleanly_and_have_the_sections() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(repo.join("man")).unwrap().flatten() {
+        let path = entry.path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for section in [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "ENVIRONMENT",
+            "EXAMPLES",
+            "EXIT STATUS",
+        ] {
+            assert!(
+                text.contains(&format!(".SH \"{section}\""))
+                    || text.contains(&format!(".SH {section}")),
+                "{}: no {section}",
+                path.display()
+            );
+        }
+        // groff -ww warns about anything malformed; it is part of man-db's dependencies.
+        let out = std::process::Command::new("groff")
+            .args(["-man", "-ww", "-z"])
+            .arg(&path)
+            .output()
+            .expect("groff (apt-get install groff-base) to check the man pages");
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn readme_documents_every_exit_code() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme.find("## Exit codes").expect("an exit-code section");
+    let section = &readme[start
+        ..readme[start + 3..]
+            .find("\n## ")
+            .map_or(readme.len(), |e| start + 3 + e)];
+    let words: std::collections::HashSet<&str> = section
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+'))
+        .collect();
+    for command in [
+        "run", "acquire", "status", "list", "break", "renew", "release",
+    ] {
+        for row in distlock::exit::table(command) {
+            if row.code == "child's code" {
+                assert!(section.contains("the command's code"));
+                continue;
+            }
+            assert!(
+                words.contains(row.code),
+                "README's exit codes lack {} of {command}",
+                row.code
+            );
+        }
+    }
+}
