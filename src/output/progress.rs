@@ -32,7 +32,8 @@ pub struct WaitDisplay {
 enum Style {
     Silent,
     Lines,
-    Spinner(Option<ProgressBar>),
+    /// The bar (once the lock was found busy), and when to refresh its message next.
+    Spinner(Option<(ProgressBar, Instant)>),
 }
 
 impl WaitDisplay {
@@ -88,15 +89,19 @@ impl WaitDisplay {
             }
             Style::Lines => {}
             Style::Spinner(bar) => {
-                let bar = bar.get_or_insert_with(|| {
+                let (bar, next) = bar.get_or_insert_with(|| {
                     let bar = ProgressBar::new_spinner();
-                    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
+                    // {elapsed} ticks by itself; {wide_msg} is cut to the terminal's width.
+                    if let Ok(style) =
+                        ProgressStyle::with_template("{spinner} waiting {elapsed} for {wide_msg}")
+                    {
                         bar.set_style(style);
                     }
                     bar.enable_steady_tick(Duration::from_millis(120));
-                    bar
+                    (bar, now)
                 });
-                bar.set_message(spinner_message(&self.key, self.start, held, Duration::ZERO));
+                bar.set_message(spinner_message(&self.key, held, Duration::ZERO));
+                *next = now + SPINNER_REFRESH;
             }
         }
     }
@@ -106,7 +111,7 @@ impl WaitDisplay {
         match &self.style {
             Style::Silent => None,
             Style::Lines => self.next_report,
-            Style::Spinner(Some(_)) => Some(Instant::now() + Duration::from_secs(1)),
+            Style::Spinner(Some((_, next))) => Some(*next),
             Style::Spinner(None) => None,
         }
     }
@@ -128,8 +133,9 @@ impl WaitDisplay {
                 ));
                 self.next_report = Some(now + self.every);
             }
-            Style::Spinner(Some(bar)) => {
-                bar.set_message(spinner_message(&self.key, self.start, held, since_seen));
+            Style::Spinner(Some((bar, next))) => {
+                bar.set_message(spinner_message(&self.key, held, since_seen));
+                *next = now + SPINNER_REFRESH;
             }
             _ => {}
         }
@@ -138,7 +144,7 @@ impl WaitDisplay {
     /// Print a warning without tearing the spinner line.
     pub fn warn(&self, msg: String) {
         match &self.style {
-            Style::Spinner(Some(bar)) => bar.suspend(|| self.out.warn(msg)),
+            Style::Spinner(Some((bar, _))) => bar.suspend(|| self.out.warn(msg)),
             _ => self.out.warn(msg),
         }
     }
@@ -158,7 +164,7 @@ impl WaitDisplay {
     /// The wait ended without the lock.
     pub fn clear(&mut self) {
         if let Style::Spinner(bar) = &mut self.style {
-            if let Some(bar) = bar.take() {
+            if let Some((bar, _)) = bar.take() {
                 bar.finish_and_clear();
             }
         }
@@ -186,10 +192,9 @@ fn aged(held: &HeldBy, elapsed: Duration) -> HeldBy {
     held
 }
 
-fn spinner_message(key: &str, start: Instant, held: &HeldBy, since_seen: Duration) -> String {
-    format!(
-        "waiting {} for lock {key}: {}",
-        duration(Duration::from_secs(start.elapsed().as_secs())),
-        aged(held, since_seen).summary()
-    )
+/// How often the spinner's text (the holder's age, its time left) is refreshed.
+const SPINNER_REFRESH: Duration = Duration::from_secs(1);
+
+fn spinner_message(key: &str, held: &HeldBy, since_seen: Duration) -> String {
+    format!("lock {key}: {}", aged(held, since_seen).summary())
 }
