@@ -328,9 +328,9 @@ pub struct AcquireArgs {
     pub take: TakeArgs,
 }
 
-/// `distlock renew`.
+/// The lock and token of `renew` and `release`.
 #[derive(Debug, Args)]
-pub struct RenewArgs {
+pub struct HeldArgs {
     /// Name of the lock.
     #[arg(short, long, value_name = "KEY")]
     pub key: String,
@@ -343,6 +343,13 @@ pub struct RenewArgs {
         hide_env_values = true
     )]
     pub token: String,
+}
+
+/// `distlock renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    #[command(flatten)]
+    pub held: HeldArgs,
 
     /// New lifetime from now (default: the TTL the lock was acquired with).
     #[arg(short, long, value_name = "DUR", value_parser = parse_duration)]
@@ -352,18 +359,8 @@ pub struct RenewArgs {
 /// `distlock release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// Name of the lock.
-    #[arg(short, long, value_name = "KEY")]
-    pub key: String,
-
-    /// The token printed by distlock acquire.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "DISTLOCK_TOKEN",
-        hide_env_values = true
-    )]
-    pub token: String,
+    #[command(flatten)]
+    pub held: HeldArgs,
 }
 
 /// `distlock generate`.

@@ -196,15 +196,15 @@ impl Config {
                 }
                 CommandConfig::Renew {
                     connector: connector(global)?,
-                    name: lock_name(prefix, &args.key)?,
-                    token: token(&args.token)?,
+                    name: lock_name(prefix, &args.held.key)?,
+                    token: token(&args.held.token)?,
                     ttl: args.ttl,
                 }
             }
             cli::Command::Release(args) => CommandConfig::Release {
                 connector: connector(global)?,
-                name: lock_name(prefix, &args.key)?,
-                token: token(&args.token)?,
+                name: lock_name(prefix, &args.held.key)?,
+                token: token(&args.held.token)?,
             },
             cli::Command::Generate(args) => CommandConfig::Generate {
                 what: args.what,

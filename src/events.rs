@@ -97,6 +97,20 @@ impl Events {
         self.pending.pop_front()
     }
 
+    /// A terminating signal (INT, TERM, HUP, QUIT) already queued, if any; every other event
+    /// queued so far is dropped (callers use this at points where nothing else matters).
+    pub fn take_termination(&mut self) -> Option<i32> {
+        let mut found = None;
+        while let Some(event) = self.try_recv() {
+            if let Event::Signal(signal) = event {
+                if crate::child::signals::is_termination(signal) && found.is_none() {
+                    found = Some(signal);
+                }
+            }
+        }
+        found
+    }
+
     /// The next event, waiting at most `timeout` for it.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Event> {
         let deadline = Instant::now() + timeout;

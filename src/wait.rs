@@ -134,7 +134,7 @@ impl Waiter<'_> {
         // (wrong port, plain text to a TLS port, ...), not a blip: report it at once.
         let mut answered = false;
         loop {
-            if let Some(signal) = pending_termination(rx) {
+            if let Some(signal) = rx.take_termination() {
                 return Waited::Interrupted(signal);
             }
             let sent = Instant::now();
@@ -274,19 +274,6 @@ impl Waiter<'_> {
             }
         }
     }
-}
-
-/// A terminating signal already queued, if any (checked before every attempt, so a signal that
-/// arrived during a slow attempt is acted on at once).
-fn pending_termination(rx: &mut Events) -> Option<i32> {
-    while let Some(event) = rx.try_recv() {
-        if let Event::Signal(signal) = event {
-            if signals::is_termination(signal) {
-                return Some(signal);
-            }
-        }
-    }
-    None
 }
 
 /// How long to sleep so that we wake just after the holder's lock would expire: the remaining

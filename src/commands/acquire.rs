@@ -7,7 +7,7 @@ use crate::commands::take::take;
 use crate::commands::{Exit, signal_name};
 use crate::config::TakeConfig;
 use crate::error::Error;
-use crate::events::{self, Event};
+use crate::events;
 use crate::exit;
 use crate::lock::{Holder, Lock};
 use crate::output::{self, Output};
@@ -28,10 +28,7 @@ pub fn acquire(cfg: TakeConfig, out: &Output) -> Result<Exit, Error> {
     let key = output::quote(cfg.name.key());
     // A signal that arrived while we took the lock, or a stdout nobody reads: nobody would ever
     // learn the token, so the lock must not stay behind.
-    let interrupted = std::iter::from_fn(|| rx.try_recv()).find_map(|e| match e {
-        Event::Signal(s) if signals::is_termination(s) => Some(s),
-        _ => None,
-    });
+    let interrupted = rx.take_termination();
     let printed = match interrupted {
         Some(_) => Ok(()),
         None => writeln!(std::io::stdout().lock(), "{}", lease.token.as_str()),

@@ -87,6 +87,19 @@ fn redis_error(context: String, lock: &SingleNode, source: crate::backend::Backe
     }
 }
 
+/// Look at one lock.
+fn read(connector: Connector, name: &LockName) -> Result<(SingleNode, LockState), Error> {
+    let mut lock = SingleNode::new(name.clone(), connector);
+    match lock.inspect() {
+        Ok(state) => Ok((lock, state)),
+        Err(e) => Err(redis_error(
+            format!("cannot read lock {}", output::quote(name.key())),
+            &lock,
+            e,
+        )),
+    }
+}
+
 fn print(text: &str) -> Result<(), Error> {
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -108,11 +121,7 @@ pub fn status(
     json: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(name.key());
-    let mut lock = SingleNode::new(name.clone(), connector);
-    let state = lock
-        .inspect()
-        .map_err(|e| redis_error(format!("cannot read lock {key}"), &lock, e))?;
+    let (_, state) = read(connector, &name)?;
     let held = match &state {
         LockState::Free => None,
         LockState::Held(held) => Some(held),
@@ -293,10 +302,7 @@ pub fn break_lock(
     out: &Output,
 ) -> Result<Exit, Error> {
     let key = output::quote(name.key());
-    let mut lock = SingleNode::new(name.clone(), connector);
-    let state = lock
-        .inspect()
-        .map_err(|e| redis_error(format!("cannot read lock {key}"), &lock, e))?;
+    let (mut lock, state) = read(connector, &name)?;
     let held = match state {
         LockState::Free => {
             out.notice(format!("lock {key} is free; nothing to break"));

@@ -15,7 +15,7 @@ use crate::commands::take::take;
 use crate::commands::{Exit, signal_name};
 use crate::config::RunConfig;
 use crate::error::Error;
-use crate::events::{self, Event, Events};
+use crate::events::{self, Events};
 use crate::exit;
 use crate::lock::{Holder, Lease, Lock, Ownership, SingleNode, Token};
 use crate::output::{self, Output};
@@ -45,7 +45,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     let key = output::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
-    let outcome = match drain_termination(&mut rx) {
+    let outcome = match rx.take_termination() {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
         None => run_locked(
@@ -194,19 +194,6 @@ fn renewal_timeout(cfg: &RunConfig) -> std::time::Duration {
         .timeout()
         .min(window / 2)
         .max(std::time::Duration::from_millis(10))
-}
-
-/// A termination signal already queued, if any.
-fn drain_termination(rx: &mut Events) -> Option<i32> {
-    let mut found = None;
-    while let Some(event) = rx.try_recv() {
-        if let Event::Signal(signal) = event {
-            if signals::is_termination(signal) && found.is_none() {
-                found = Some(signal);
-            }
-        }
-    }
-    found
 }
 
 fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {

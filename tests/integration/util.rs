@@ -44,12 +44,21 @@ impl Redis {
 
     /// Start a server with extra arguments (e.g. `--requirepass`).
     pub fn start_with(extra: &[&str]) -> Redis {
+        Redis::launch(extra, false)
+    }
+
+    /// Start a server that speaks only TLS, with `extra` naming its certificates.
+    pub fn start_tls(extra: &[&str]) -> Redis {
+        Redis::launch(extra, true)
+    }
+
+    fn launch(extra: &[&str], tls: bool) -> Redis {
         for _ in 0..5 {
             let mut redis = Redis {
                 child: None,
                 port: free_port(),
                 args: extra.iter().map(|s| s.to_string()).collect(),
-                tls: false,
+                tls,
                 dir: tempfile::tempdir().expect("tempdir"),
             };
             if redis.spawn() {
@@ -57,23 +66,6 @@ impl Redis {
             }
         }
         panic!("could not start redis-server on a free port");
-    }
-
-    /// Start a server that speaks only TLS, with `extra` naming its certificates.
-    pub fn start_tls(extra: &[&str]) -> Redis {
-        for _ in 0..5 {
-            let mut redis = Redis {
-                child: None,
-                port: free_port(),
-                args: extra.iter().map(|s| s.to_string()).collect(),
-                tls: true,
-                dir: tempfile::tempdir().expect("tempdir"),
-            };
-            if redis.spawn() {
-                return redis;
-            }
-        }
-        panic!("could not start a TLS redis-server on a free port");
     }
 
     fn spawn(&mut self) -> bool {
