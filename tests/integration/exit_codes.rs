@@ -347,3 +347,24 @@ fn acl_user_with_the_documented_rights_works_and_a_weaker_one_gets_a_hint() {
         stderr(&out)
     );
 }
+
+/// With the default user left `nopass` (Redis's default), a failed AUTH must not fall back to
+/// running as `default`: it ends distlock with 69 and nothing is written.
+#[test]
+fn failed_auth_is_fatal_even_when_the_default_user_is_open() {
+    let redis = Redis::start();
+    redis.cmd::<String>(&[
+        "ACL", "SETUSER", "alice", "on", ">right", "~*", "&*", "+@all",
+    ]);
+    let url = format!("redis://alice:wrong@127.0.0.1:{}", redis.port());
+    let out = run(bare_distlock().args(["--redis", &url, "run", "-k", "k", "--", "echo", "ran"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("authentication failed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("wrong"), "{}", stderr(&out));
+    assert!(!redis.exists(&lock_key("k")));
+}
