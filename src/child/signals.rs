@@ -2,10 +2,11 @@
 //!
 //! # Signal policy
 //!
-//! * **INT, TERM, HUP, QUIT** are caught from the very start. While waiting for the lock they end
-//!   the wait cleanly (nothing left in Redis; exit 128+N). While the child runs, each one that
-//!   reaches distlock is forwarded once to the child's process group, and distlock goes on
-//!   renewing until the child exits. When distlock handed the terminal to the child, the
+//! * **INT, TERM, HUP, QUIT** (and USR1, USR2, whose default action would also kill distlock
+//!   without releasing anything) are caught from the very start. While waiting for the lock they
+//!   end the wait cleanly (nothing left in Redis; exit 128+N). While the child runs, each one that
+//!   reaches distlock is forwarded once to the child's process group (a supervisor's USR1 "reopen
+//!   your logs" reaches the command), and distlock goes on renewing until the child exits. When distlock handed the terminal to the child, the
 //!   terminal's own Ctrl-C/Ctrl-\ go to the child's group only and never to distlock, so the
 //!   child sees each keypress exactly once; when it did not (cron, CI, pipes), the child's group
 //!   is not the terminal's, and distlock's forwarding is the only delivery.
@@ -22,7 +23,14 @@ use nix::sys::signal::{SigHandler, Signal};
 use crate::events::Sender;
 
 /// Signals forwarded to the child (and that end a wait).
-pub const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub const FORWARDED: [i32; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
 
 /// Whether `signal` asks distlock to stop (forwarded while the child runs).
 pub fn is_termination(signal: i32) -> bool {

@@ -198,3 +198,38 @@ fn ctrl_z_stops_and_sigcont_resumes() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!redis.exists(&lock_key("tstp")));
 }
+
+#[test]
+fn usr1_is_forwarded_and_ends_a_wait_cleanly() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "usr", "--", "sh", "-c"])
+        .arg(format!(
+            "trap 'echo USR1 >> {log}; exit 3' USR1; echo $$ > {pid}; while :; do sleep 0.02; done",
+            log = dir.str("log"),
+            pid = dir.str("pid"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_pid(&dir.path("pid"));
+    let waiter = distlock(&redis)
+        .args(["run", "-k", "usr", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the waiter to subscribe", || {
+        redis.subscribers(&format!("{}:released", lock_key("usr"))) == 1
+    });
+    kill(pid_of(&waiter), Signal::SIGUSR1).unwrap();
+    let out = finish(waiter);
+    assert_eq!(signal_of(&out), Some(libc::SIGUSR1), "{}", stderr(&out));
+    kill(pid_of(&holder), Signal::SIGUSR1).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(dir.path("log")).unwrap(), "USR1\n");
+    assert!(!redis.exists(&lock_key("usr")));
+}
