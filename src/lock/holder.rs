@@ -94,18 +94,12 @@ impl Holder {
         let host = nix::unistd::gethostname()
             .ok()
             .map(|h| h.to_string_lossy().into_owned());
-        // USER or LOGNAME first: a passwd lookup may load NSS modules, which costs more than
-        // the rest of a run's start-up.
+        // USER or LOGNAME, else the uid: a passwd lookup loads NSS (nsswitch.conf, /etc/passwd,
+        // maybe a network directory), which would cost every run more than its start-up.
         let user = ["USER", "LOGNAME"]
             .iter()
             .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-            .or_else(|| {
-                nix::unistd::User::from_uid(nix::unistd::getuid())
-                    .ok()
-                    .flatten()
-                    .map(|u| u.name)
-            })
-            .or_else(|| Some(nix::unistd::getuid().to_string()));
+            .or_else(|| Some(format!("uid {}", nix::unistd::getuid())));
         let command = (!command.is_empty()).then(|| {
             let words: Vec<String> = command
                 .iter()

@@ -233,3 +233,51 @@ fn usr1_is_forwarded_and_ends_a_wait_cleanly() {
     assert_eq!(std::fs::read_to_string(dir.path("log")).unwrap(), "USR1\n");
     assert!(!redis.exists(&lock_key("usr")));
 }
+
+/// The signal state the command starts with: nothing blocked, SIGPIPE and SIGTTOU at their
+/// defaults (distlock ignores TTOU itself; Rust ignores PIPE), no handler of distlock's left, but
+/// a signal ignored by whoever started distlock (nohup) still ignored.
+#[test]
+fn the_command_starts_with_a_clean_signal_state() {
+    let redis = Redis::start();
+    let mask = |status: &str, field: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    let bit = |signal: i32| 1u64 << (signal - 1);
+    let out = run(distlock(&redis).args(["run", "-k", "sig", "--", "cat", "/proc/self/status"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(mask(&status, "SigBlk:"), 0, "{status}");
+    assert_eq!(
+        mask(&status, "SigIgn:") & (bit(libc::SIGPIPE) | bit(libc::SIGTTOU) | bit(libc::SIGHUP)),
+        0
+    );
+    assert_eq!(mask(&status, "SigCgt:"), 0, "no handlers survive exec");
+    // Started with SIGHUP ignored (what nohup does): the command inherits that.
+    let out = run(std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' HUP; exec {} run -k sig -- cat /proc/self/status",
+            env!("CARGO_BIN_EXE_distlock")
+        ))
+        .env("DISTLOCK_REDIS_URL", redis.url()));
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert_ne!(mask(&status, "SigIgn:") & bit(libc::SIGHUP), 0, "{status}");
+}
+
+#[test]
+fn a_script_without_shebang_runs_with_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let script = dir.path("no-shebang");
+    std::fs::write(&script, "echo \"from sh: $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run(distlock(&redis)
+        .args(["run", "-k", "sh", "--"])
+        .arg(&script)
+        .arg("arg"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from sh: arg\n");
+}
