@@ -9,6 +9,7 @@
 //! What a lock *is* (keys, scripts, algorithms) lives in [`crate::lock`]; this module knows only
 //! how to reach one server. Sentinel, Cluster and TLS belong here when they come.
 
+mod deferred;
 mod endpoint;
 mod error;
 mod node;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection};
 
+use super::deferred::Deferred;
 use super::{BackendError, Endpoint};
 
 /// TLS material beyond the system's trust store, as PEM bytes.
@@ -93,6 +94,7 @@ impl Connector {
     }
 
     pub(super) fn open(&self) -> Result<Connection, BackendError> {
+        let _deferred = Deferred::new();
         let conn = self
             .client
             .get_connection_with_timeout(self.timeout)
@@ -198,6 +200,7 @@ impl Node {
         for arg in args {
             invocation.arg(*arg);
         }
+        let _deferred = Deferred::new();
         let conn = self.conn()?;
         let result = invocation.invoke::<Vec<redis::Value>>(conn);
         self.finish(result)
@@ -206,6 +209,7 @@ impl Node {
 
     /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server).
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, BackendError> {
+        let _deferred = Deferred::new();
         let mut keys = Vec::new();
         let mut cursor: u64 = 0;
         loop {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::deferred::Deferred;
 use super::{BackendError, Connector};
 
 /// What the subscriber thread reports.
@@ -71,6 +72,9 @@ fn run(
     ready: mpsc::SyncSender<Result<(), BackendError>>,
     notify: impl Fn(Notice),
 ) {
+    // For the thread's whole life: its reads must never fail with EINTR, and the other
+    // threads handle every signal.
+    let _deferred = Deferred::new();
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !stop.load(Ordering::Relaxed) {

@@ -4,6 +4,7 @@
 //!
 //! Nothing here talks to Redis; the supervisor learns about the lock through events.
 
+pub mod guard;
 pub mod signals;
 pub mod spawn;
 pub mod supervise;

@@ -95,7 +95,8 @@ struct State {
 
 impl Supervisor<'_> {
     /// Supervise until the child and its group are gone.
-    pub fn run(mut self, events: &mut Events) -> Ending {
+    /// Returns how it ended and the send time of the last confirmed renewal (or of the acquire).
+    pub fn run(mut self, events: &mut Events) -> (Ending, Instant) {
         let mut st = State {
             last_ok: Some(self.acquired),
             ..State::default()
@@ -163,12 +164,14 @@ impl Supervisor<'_> {
                 terminal.take_back();
             }
         }
-        match (st.loss, st.status) {
+        let last_ok = st.last_ok.unwrap_or(self.acquired);
+        let ending = match (st.loss, st.status) {
             (Some(loss), _) => Ending::Lost(loss),
             (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
             (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
             (None, _) => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
-        }
+        };
+        (ending, last_ok)
     }
 
     fn next_timeout(&self, st: &State, now: Instant) -> Duration {

@@ -5,10 +5,13 @@
 //!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
 //! ```
 
+use std::time::Instant;
+
 use nix::unistd::Pid;
 
+use crate::child::guard::Guard;
 use crate::child::signals::{self, Dispositions};
-use crate::child::spawn::{self, SpawnSpec};
+use crate::child::spawn::{self, Role, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::commands::take::take;
@@ -58,7 +61,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             out,
         ),
     };
-    let exit = match outcome {
+    let (exit, last_ok) = match outcome {
         Err(e) => {
             release(&mut lock, &lease.token, &cfg, out);
             return Err(e);
@@ -71,28 +74,37 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             ));
             return Ok(Exit::Signal(signal));
         }
-        Ok(Started::Ended(Ending::Lost(loss))) => {
+        Ok(Started::Ended(Ending::Lost(loss), _)) => {
             out.error(format!(
                 "lost lock {key} while the command ran ({}); the command's process group was terminated",
                 describe_loss(&loss, &cfg)
             ));
             return Ok(Exit::Code(exit::LOCK_LOST));
         }
-        Ok(Started::Ended(Ending::Signaled(signal))) => Exit::Signal(signal),
-        Ok(Started::Ended(Ending::Exited(code))) => {
-            Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE))
-        }
+        Ok(Started::Ended(Ending::Signaled(signal), last_ok)) => (Exit::Signal(signal), last_ok),
+        Ok(Started::Ended(Ending::Exited(code), last_ok)) => (
+            Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE)),
+            last_ok,
+        ),
     };
     if release(&mut lock, &lease.token, &cfg, out) == Some(Ownership::NotHeld) {
-        // Not ours any more although no renewal said so: an operator deleted or overwrote the
-        // key between renewals, or Redis lost its data. The command may have run without the
-        // lock: say so rather than report its success.
-        out.error(format!(
-            "lock {key} was no longer held when the command ended ({}); the key was deleted, \
-             overwritten or expired meanwhile, so the command may not have run exclusively",
-            describe_exit(&exit)
+        // The lock cannot have expired before kill_at(last_ok). An answer that came before that
+        // means the key was deleted or overwritten (an operator, or Redis lost its data) while it
+        // was ours: the command may have run without the lock, so do not report its success.
+        // A later answer is explained by expiry during a slow release (Redis paused or away at
+        // the end), after the command, and everything it started, had finished under the lock.
+        if Instant::now() < cfg.deadlines.kill_at(last_ok) {
+            out.error(format!(
+                "lock {key} was no longer held when the command ended ({}); the key was deleted \
+                 or overwritten meanwhile, so the command may not have run exclusively",
+                describe_exit(&exit)
+            ));
+            return Ok(Exit::Code(exit::LOCK_LOST));
+        }
+        out.warn(format!(
+            "lock {key} had expired by the time Redis answered the release (the command ended \
+             while it was held)"
         ));
-        return Ok(Exit::Code(exit::LOCK_LOST));
     }
     Ok(exit)
 }
@@ -100,7 +112,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
 /// What happened after the lock was acquired.
 enum Started {
     /// The child ran; this is how it ended.
-    Ended(Ending),
+    Ended(Ending, Instant),
     /// A signal arrived before the child was started.
     Interrupted(i32),
 }
@@ -127,13 +139,25 @@ fn run_locked(
             ("DISTLOCK_TOKEN", lease.token.as_str().to_owned()),
             ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
-        take_terminal: terminal.is_some(),
-        restore_ttou: dispositions.ttou_was_default,
+        role: Role::Command {
+            take_terminal: terminal.is_some(),
+            restore_ttou: dispositions.ttou_was_default,
+        },
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.
         terminal.give_to(group);
     }
+    // If distlock dies without stopping the group itself, the guard does.
+    let guard = match Guard::start(group) {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            out.warn(format!(
+                "cannot start the guard process ({e}); if distlock is killed, processes started by the command would survive it"
+            ));
+            None
+        }
+    };
     let renewer = Renewer::new(RenewSpec {
         lock: lock.fresh(renewal_timeout(cfg)),
         token: lease.token.clone(),
@@ -146,7 +170,7 @@ fn run_locked(
         "started {} (process group {group})",
         output::quote_os(&cfg.argv[0])
     ));
-    let ending = Supervisor {
+    let (ending, last_ok) = Supervisor {
         group,
         terminal,
         deadlines: cfg.deadlines,
@@ -156,7 +180,8 @@ fn run_locked(
         out,
     }
     .run(rx);
-    Ok(Started::Ended(ending))
+    drop(guard);
+    Ok(Started::Ended(ending, last_ok))
 }
 
 /// Release the lock, bounded by the Redis timeout; a failure is a warning (the key expires by

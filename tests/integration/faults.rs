@@ -208,3 +208,35 @@ fn ambiguous_acquire_is_resolved_not_leaked() {
     assert_eq!(std::fs::read_to_string(dir.path("runs")).unwrap(), "ran\n");
     assert!(!redis.exists(&lock_key("ambiguous")), "the lock was leaked");
 }
+
+/// Redis pauses writes just as the command ends and lets them through after the lock expired:
+/// the release finds the key gone. That is expiry during a slow release, not a lost lock: the
+/// command ended while the lock was certainly held, so its own status is reported (with a
+/// warning).
+#[test]
+fn a_release_delayed_past_expiry_is_not_a_lost_lock() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis)
+        .args([
+            "--redis-timeout",
+            "5s",
+            "run",
+            "-k",
+            "slow-release",
+            "--ttl",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "redis-cli -p {} CLIENT PAUSE 1500 WRITE > /dev/null; exit 7",
+            redis.port()
+        )));
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("had expired by the time Redis answered the release"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -97,24 +97,67 @@ fn sigterm_is_forwarded_once_and_the_childs_status_returned() {
     assert!(!redis.exists(&lock_key("fwd")));
 }
 
+/// PDEATHSIG takes the direct child; the guard takes what it started (here `sleep`, run by sh in
+/// a grandchild), so nothing runs on without the lock.
 #[test]
-fn the_command_dies_when_distlock_is_sigkilled() {
+fn the_command_and_its_children_die_when_distlock_is_sigkilled() {
     let redis = Redis::start();
     let dir = Scratch::new();
     let holder = distlock(&redis)
         .args(["run", "-k", "orphan", "--", "sh", "-c"])
         .arg(format!(
-            "echo $$ > {}; while :; do sleep 1; done",
-            dir.str("pid")
+            "sleep 1000 & echo $! > {gc}; echo $$ > {pid}; wait",
+            gc = dir.str("grandchild"),
+            pid = dir.str("pid")
         ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let child = read_pid(&dir.path("pid"));
+    let grandchild = read_pid(&dir.path("grandchild"));
     kill(pid_of(&holder), Signal::SIGKILL).unwrap();
     finish(holder);
     wait_dead(child);
+    wait_dead(grandchild);
+}
+
+/// A live (not zombie) guard process for process group `group`.
+fn guard_of(group: Pid) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).ends_with(&format!("__guard\0{group}\0"))
+            && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|s| s.split_whitespace().next())
+                    != Some("Z")
+            })
+    })
+}
+
+/// The guard lives beside the command, and goes away with distlock on a normal exit.
+#[test]
+fn the_guard_lives_beside_the_command_and_goes_away_with_distlock() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    nix::unistd::mkfifo(&dir.path("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "guard", "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}; read _ < {}",
+            dir.str("group"),
+            dir.str("go")
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = read_pid(&dir.path("group"));
+    wait_until("the guard to start", || guard_of(group));
+    std::fs::write(dir.path("go"), "go\n").unwrap();
+    assert_eq!(finish(holder).status.code(), Some(0));
+    wait_until("the guard to exit", || !guard_of(group));
 }
 
 /// The terminal goes to the command: it can read it, and Ctrl-C reaches it exactly once (from
