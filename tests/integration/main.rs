@@ -5,6 +5,7 @@
 
 mod util;
 
+mod chaos;
 mod exclusion;
 mod exit_codes;
 mod faults;
