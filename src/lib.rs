@@ -41,9 +41,6 @@ use crate::config::{CommandConfig, Config};
 /// Parse the command line, run the subcommand, and exit (or die of the child's signal).
 pub fn main() -> ! {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == child::guard::ARG) {
-        child::guard::run(&args);
-    }
     // The long help texts (exit codes, examples) are built only when they can be shown.
     let wants_docs = args
         .iter()

@@ -25,26 +25,10 @@ pub struct SpawnSpec<'a> {
     pub argv: &'a [OsString],
     /// Extra environment variables.
     pub env: Vec<(&'static str, String)>,
-    /// What the child is.
-    pub role: Role,
-}
-
-/// The two kinds of children distlock starts.
-#[derive(Clone, Copy, Debug)]
-pub enum Role {
-    /// The user's command: a process group of its own, killed if distlock dies.
-    Command {
-        /// Make its group the terminal's foreground group before it can touch the terminal.
-        take_terminal: bool,
-        /// Give it SIGTTOU at its default (distlock itself ignores it).
-        restore_ttou: bool,
-    },
-    /// The guard (see [`super::guard`]): a session of its own, out of reach of the terminal and
-    /// of distlock's process group, meant to outlive distlock; `stdin` becomes its fd 0.
-    Guard {
-        /// The fd to give it as stdin.
-        stdin: std::os::fd::RawFd,
-    },
+    /// Make the child's group the terminal's foreground group before it can touch the terminal.
+    pub take_terminal: bool,
+    /// Give the child SIGTTOU at its default (distlock itself ignores it).
+    pub restore_ttou: bool,
 }
 
 /// Find the command before anything else happens, so that a typo costs neither a Redis round
@@ -123,23 +107,14 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
     let sh_argv_ptrs = null_terminated(sh_argv.iter().copied());
     let env_ptrs = null_terminated(env.iter().map(CString::as_c_str));
 
-    let (command, take_terminal, restore_ttou, stdin) = match spec.role {
-        Role::Command {
-            take_terminal,
-            restore_ttou,
-        } => (true, take_terminal, restore_ttou, -1),
-        Role::Guard { stdin } => (false, false, false, stdin),
-    };
     let mut args = ChildArgs {
         path: path.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         parent: nix::unistd::getpid().as_raw(),
-        command,
-        take_terminal,
-        restore_ttou,
-        stdin,
+        take_terminal: spec.take_terminal,
+        restore_ttou: spec.restore_ttou,
         errno: 0,
     };
     let mut stack = vec![0u128; CHILD_STACK_BYTES / 16];
@@ -188,12 +163,8 @@ struct ChildArgs {
     sh_argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     parent: libc::pid_t,
-    /// The user's command (else the guard).
-    command: bool,
     take_terminal: bool,
     restore_ttou: bool,
-    /// For the guard: the fd to make its stdin.
-    stdin: libc::c_int,
     /// Set by the child when it cannot exec (why, as an errno).
     errno: libc::c_int,
 }
@@ -232,25 +203,18 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if (*args).restore_ttou {
             libc::signal(libc::SIGTTOU, libc::SIG_DFL);
         }
-        if !(*args).command {
-            // The guard: a session of its own (no terminal, no group signals from distlock's
-            // job), its pipe as stdin, and no PDEATHSIG: it exists to outlive distlock.
-            if libc::setsid() < 0 || libc::dup2((*args).stdin, 0) < 0 {
-                return fail(args);
-            }
-        } else {
-            // A process group of its own, so that distlock can signal the whole tree.
-            if libc::setpgid(0, 0) != 0 {
-                return fail(args);
-            }
-            // Die with distlock, even when distlock is SIGKILLed...
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return fail(args);
-            }
-            // ...including when it died before the line above ran.
-            if libc::getppid() != (*args).parent {
-                libc::_exit(127);
-            }
+        // A process group of its own, so that distlock can signal the whole tree.
+        if libc::setpgid(0, 0) != 0 {
+            return fail(args);
+        }
+        // Die with distlock, even when distlock is SIGKILLed...
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return fail(args);
+        }
+        // ...including when it died before the line above ran (the rest of the group is the
+        // guard's business; see super::guard).
+        if libc::getppid() != (*args).parent {
+            libc::_exit(127);
         }
         // Take the terminal before exec, so that the program can never read it as a
         // background job. SIGTTOU is still ignored here (unless restored above, in which case

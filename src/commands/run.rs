@@ -11,7 +11,7 @@ use nix::unistd::Pid;
 
 use crate::child::guard::Guard;
 use crate::child::signals::{self, Dispositions};
-use crate::child::spawn::{self, Role, SpawnSpec};
+use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::commands::take::take;
@@ -139,10 +139,8 @@ fn run_locked(
             ("DISTLOCK_TOKEN", lease.token.as_str().to_owned()),
             ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
-        role: Role::Command {
-            take_terminal: terminal.is_some(),
-            restore_ttou: dispositions.ttou_was_default,
-        },
+        take_terminal: terminal.is_some(),
+        restore_ttou: dispositions.ttou_was_default,
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.

@@ -122,16 +122,15 @@ fn the_command_and_its_children_die_when_distlock_is_sigkilled() {
     wait_dead(grandchild);
 }
 
-/// A live (not zombie) guard process for process group `group`.
-fn guard_of(group: Pid) -> bool {
+/// A live (not zombie) guard process started by distlock `parent`.
+fn guard_of(parent: Pid) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        String::from_utf8_lossy(&cmdline).ends_with(&format!("__guard\0{group}\0"))
+        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
             && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit(')')
-                    .next()
-                    .and_then(|s| s.split_whitespace().next())
-                    != Some("Z")
+                let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+                let state = fields.next();
+                let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
+                state != Some("Z") && ppid == Some(parent.as_raw())
             })
     })
 }
@@ -153,11 +152,19 @@ fn the_guard_lives_beside_the_command_and_goes_away_with_distlock() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let group = read_pid(&dir.path("group"));
-    wait_until("the guard to start", || guard_of(group));
+    read_pid(&dir.path("group"));
+    let distlock_pid = pid_of(&holder);
+    wait_until("the guard to start", || guard_of(distlock_pid));
     std::fs::write(dir.path("go"), "go\n").unwrap();
     assert_eq!(finish(holder).status.code(), Some(0));
-    wait_until("the guard to exit", || !guard_of(group));
+    // The guard was distlock's child; after distlock's exit, init adopts it (or reaps it).
+    wait_until("the guard to exit", || {
+        !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
+                && std::fs::read_to_string(e.path().join("environ"))
+                    .is_ok_and(|env| env.contains(&format!("DISTLOCK_REDIS_URL={}", redis.url())))
+        })
+    });
 }
 
 /// The terminal goes to the command: it can read it, and Ctrl-C reaches it exactly once (from
