@@ -31,9 +31,23 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
     let dispositions = signals::install(&tx)
         .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
-
-    // A missing command costs neither a Redis round trip nor a wait.
-    let program = spawn::resolve(&cfg.argv[0])?;
+    let prepared = Prepared {
+        // A missing command costs neither a Redis round trip nor a wait.
+        program: spawn::resolve(&cfg.argv[0])?,
+        dispositions,
+        // The guard that kills the command's group if distlock dies: forked now, while
+        // distlock is small and single-threaded, rather than on the path from acquiring the
+        // lock to starting the command.
+        guard: match Guard::start() {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                out.warn(format!(
+                    "cannot start the guard process ({e}); if distlock is killed, processes started by the command would survive it"
+                ));
+                None
+            }
+        },
+    };
 
     let holder = Holder::this_process(
         "run",
@@ -51,15 +65,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     let outcome = match rx.take_termination() {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(
-            &cfg,
-            &program,
-            &lock,
-            &lease,
-            dispositions,
-            (&tx, &mut rx),
-            out,
-        ),
+        None => run_locked(&cfg, &prepared, &lock, &lease, (&tx, &mut rx), out),
     };
     let (exit, last_ok) = match outcome {
         Err(e) => {
@@ -106,7 +112,19 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
              while it was held)"
         ));
     }
+    // The group is gone: the guard can go (after the release, which is on the hand-off path).
+    drop(prepared);
     Ok(exit)
+}
+
+/// What is ready before the lock is taken.
+struct Prepared {
+    /// The command's path.
+    program: std::path::PathBuf,
+    /// Signal dispositions found at start-up.
+    dispositions: Dispositions,
+    /// The guard (None if it could not be started).
+    guard: Option<Guard>,
 }
 
 /// What happened after the lock was acquired.
@@ -120,19 +138,17 @@ enum Started {
 /// Spawn the child, start the renewer, and supervise the child while the lock is held.
 fn run_locked(
     cfg: &RunConfig,
-    program: &std::path::Path,
+    prepared: &Prepared,
     lock: &SingleNode,
     lease: &Lease,
-    dispositions: Dispositions,
     (tx, rx): (&events::Sender, &mut Events),
     out: &Output,
 ) -> Result<Started, Error> {
     crate::child::become_subreaper();
     let terminal = Terminal::detect();
-    // distlock is still single-threaded here, which keeps the fork cheap; the renewer thread
-    // is started by the supervisor when the first renewal comes near.
+    // The renewer thread is started by the supervisor when the first renewal comes near.
     let group: Pid = spawn::spawn(SpawnSpec {
-        program,
+        program: &prepared.program,
         argv: &cfg.argv,
         env: vec![
             ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
@@ -140,22 +156,16 @@ fn run_locked(
             ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
         take_terminal: terminal.is_some(),
-        restore_ttou: dispositions.ttou_was_default,
+        restore_ttou: prepared.dispositions.ttou_was_default,
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.
         terminal.give_to(group);
     }
     // If distlock dies without stopping the group itself, the guard does.
-    let guard = match Guard::start(group) {
-        Ok(guard) => Some(guard),
-        Err(e) => {
-            out.warn(format!(
-                "cannot start the guard process ({e}); if distlock is killed, processes started by the command would survive it"
-            ));
-            None
-        }
-    };
+    if let Some(guard) = &prepared.guard {
+        guard.watch(group);
+    }
     let renewer = Renewer::new(RenewSpec {
         lock: lock.fresh(renewal_timeout(cfg)),
         token: lease.token.clone(),
@@ -168,7 +178,7 @@ fn run_locked(
         "started {} (process group {group})",
         output::quote_os(&cfg.argv[0])
     ));
-    let (ending, last_ok) = Supervisor {
+    let supervised = Supervisor {
         group,
         terminal,
         deadlines: cfg.deadlines,
@@ -178,7 +188,7 @@ fn run_locked(
         out,
     }
     .run(rx);
-    drop(guard);
+    let (ending, last_ok) = supervised;
     Ok(Started::Ended(ending, last_ok))
 }
 
