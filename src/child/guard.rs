@@ -3,7 +3,7 @@
 //!
 //! PR_SET_PDEATHSIG kills only the direct child; the processes it started (the common case:
 //! `sh -c '...'` runs the real work in a grandchild) would run on without the lock, and once the
-//! lock expires, beside the next holder. So beside the command distlock forks a minimal process,
+//! lock expires, beside the next holder. So beside the command distlock starts a minimal process,
 //! the guard, in a session of its own (out of reach of the terminal and of signals to
 //! distlock's job), with every signal blocked, holding the read end of a pipe whose only writer
 //! is distlock. distlock tells it the command's process group as soon as the command exists;
@@ -12,10 +12,16 @@
 //! (Between the command's start and the message naming its group, a few microseconds, a
 //! distlock killed would leave the command's own children to themselves.)
 //!
-//! A plain `fork()` without `exec`: the guard only needs `read`, `kill` and `_exit`, all
-//! async-signal-safe, so it can run in the copy of distlock (which may have other threads) that
-//! fork gives it. That costs a page-table copy; re-executing distlock as the guard cost about
-//! 0.7 ms of CPU per run, which a busy machine pays in throughput.
+//! How it is started matters, because every `distlock run` pays for it: re-executing distlock
+//! as the guard cost about 0.7 ms of CPU; a `fork()` cost a page-table copy and then a
+//! copy-on-write fault for every page distlock wrote afterwards (224 page faults per run
+//! instead of 174; 1.57x flock instead of 1.46x). So the guard is a `clone(CLONE_VM)`: a
+//! process of its own (its own pid, session, fd table and signal mask) that shares distlock's
+//! memory, like a thread that is not one. It runs on a small stack of its own, touches no
+//! memory but that stack, and makes its few system calls directly (`syscall` instruction), so
+//! that it never touches libc's thread-local state (errno) — which it shares with distlock's
+//! main thread. Measured: 162 page faults per run, 1.41x flock. When distlock dies, the guard
+//! keeps the address space alive for the microseconds it needs.
 //!
 //! The group cannot be recycled under the guard: a process-group id stays taken while any
 //! member lives, and a group with no members has nothing left to kill.
@@ -41,31 +47,37 @@ const WATCH: u8 = b'g';
 const DISARM: u8 = b'd';
 
 impl Guard {
-    /// Fork the guard. Done early (before waiting for the lock, while distlock is small and has
-    /// one thread), so that the fork costs little and is not on the path from acquiring the
-    /// lock to starting the command.
+    /// Start the guard. Done early (before waiting for the lock), so that it is not on the path
+    /// from acquiring the lock to starting the command.
     pub fn start() -> io::Result<Guard> {
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let read_fd = read.as_raw_fd();
-        // SAFETY: after fork in a possibly multi-threaded process, the child makes only
-        // async-signal-safe system calls (prctl, setsid, close_range, read, kill, _exit) on
-        // values computed before the fork and a stack buffer; it allocates nothing and never
-        // returns. All signals are blocked in this thread across the fork, so no handler of ours
-        // runs in the child, which keeps them blocked for good; the parent restores its mask at
-        // once.
+        // The guard's stack: never freed (the guard may outlive this process's use of it),
+        // never zeroed (pages are touched only as the guard uses them, about one).
+        let stack: &'static mut [std::mem::MaybeUninit<u128>] =
+            Box::leak(Box::new_uninit_slice(GUARD_STACK_BYTES / 16));
+        // SAFETY: the stack is 16-byte aligned, 16 KiB, leaked (so valid for the guard's whole
+        // life), and grows down from its end. `guard_entry` touches only that stack and makes
+        // raw system calls: it never reads or writes distlock's memory or libc's state, which
+        // it shares (CLONE_VM). All signals are blocked in this thread across the clone, so the
+        // guard starts with every signal blocked (its mask is its own) and no handler of ours
+        // can run in it; this thread's mask is restored right after.
         unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut previous: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-            let pid = libc::fork();
-            if pid == 0 {
-                guard_main(read_fd);
-            }
-            let fork_error = io::Error::last_os_error();
+            let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
+            let pid = libc::clone(
+                guard_entry,
+                top,
+                libc::CLONE_VM | libc::SIGCHLD,
+                read_fd as isize as *mut libc::c_void,
+            );
+            let clone_error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
             if pid < 0 {
-                return Err(fork_error);
+                return Err(clone_error);
             }
         }
         drop(read);
@@ -103,52 +115,148 @@ impl Drop for Guard {
     }
 }
 
-/// The guard process, right after fork. Never returns.
+/// The guard's stack.
+const GUARD_STACK_BYTES: usize = 16 * 1024;
+
+/// The guard process. `arg` is the read end of the pipe (a small integer in a pointer). Never
+/// returns.
 ///
-/// # Safety
-/// Must be called only in the child of a fork, with every signal blocked; see `Guard::start`.
-unsafe fn guard_main(pipe: libc::c_int) -> ! {
-    // SAFETY: async-signal-safe system calls on plain integers and a stack buffer.
+/// It shares distlock's memory and thread-local storage, so it must not call libc (errno), must
+/// not allocate, and must not panic (the panic machinery uses thread-local state): every step
+/// below is a raw system call or arithmetic on its own stack, with indexes kept in bounds by
+/// construction.
+extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
+    let pipe = arg as isize as libc::c_int;
+    // SAFETY: raw system calls with integer arguments and pointers into this stack frame.
     unsafe {
-        libc::prctl(libc::PR_SET_NAME, NAME.as_ptr(), 0, 0, 0);
+        syscall3(
+            libc::SYS_prctl,
+            libc::PR_SET_NAME as usize,
+            NAME.as_ptr() as usize,
+            0,
+        );
         // Out of distlock's job: no terminal signals, no signals sent to distlock's group.
-        libc::setsid();
-        // Hold nothing of distlock's but the pipe: not its Redis connections, not the pipes
-        // of a shell pipeline that waits for end-of-file, not its stdio.
+        syscall3(libc::SYS_setsid, 0, 0, 0);
+        // Hold nothing of distlock's but the pipe (its fd table is a copy): not the pipe's write
+        // end (or end-of-file would never come), not the pipes of a shell pipeline that waits
+        // for end-of-file, not its stdio.
         if pipe > 0 {
-            libc::close_range(0, (pipe - 1) as libc::c_uint, 0);
+            syscall3(libc::SYS_close_range, 0, (pipe - 1) as usize, 0);
         }
-        libc::close_range((pipe + 1) as libc::c_uint, libc::c_uint::MAX, 0);
-        let mut group: libc::pid_t = 0;
+        syscall3(
+            libc::SYS_close_range,
+            (pipe + 1) as usize,
+            u32::MAX as usize,
+            0,
+        );
+        let mut group: i32 = 0;
         let mut buf = [0u8; 16];
         let mut have = 0usize;
         loop {
             // Every signal is blocked, so the read cannot fail with EINTR.
-            let n = libc::read(pipe, buf.as_mut_ptr().add(have).cast(), buf.len() - have);
+            let room = buf.len() - have;
+            let n = syscall3(
+                libc::SYS_read,
+                pipe as usize,
+                buf.as_mut_ptr().add(have) as usize,
+                room,
+            );
             if n == 0 {
                 // distlock died: the kernel closed its end of the pipe.
                 if group > 1 {
-                    libc::kill(-group, libc::SIGKILL);
+                    syscall3(
+                        libc::SYS_kill,
+                        (-group) as isize as usize,
+                        libc::SIGKILL as usize,
+                        0,
+                    );
                 }
-                libc::_exit(0);
+                exit(0);
             }
-            if n < 0 {
+            if n < 0 || n as usize > room {
                 // A pipe we cannot reason about: do nothing rather than kill a healthy command.
-                libc::_exit(1);
+                exit(1);
             }
             have += n as usize;
-            loop {
-                match buf[..have] {
-                    [DISARM, ..] => libc::_exit(0),
-                    [WATCH, a, b, c, d, ..] => {
-                        group = libc::pid_t::from_ne_bytes([a, b, c, d]);
-                        buf.copy_within(5..have, 0);
-                        have -= 5;
-                    }
-                    [WATCH, ..] | [] => break,
-                    _ => libc::_exit(1),
+            // Messages: DISARM, or WATCH and four bytes.
+            while have > 0 {
+                if buf[0] == DISARM {
+                    exit(0);
                 }
+                if buf[0] != WATCH {
+                    exit(1);
+                }
+                if have < 5 {
+                    break;
+                }
+                group = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
+                let mut i = 5;
+                while i < have {
+                    buf[i - 5] = buf[i];
+                    i += 1;
+                }
+                have -= 5;
             }
         }
     }
 }
+
+/// End the guard.
+fn exit(code: usize) -> ! {
+    // SAFETY: exit_group ends this process (the guard is a thread group of its own).
+    unsafe {
+        syscall3(libc::SYS_exit_group, code, 0, 0);
+    }
+    // exit_group does not return; spin rather than reach for anything that could unwind.
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// A system call with up to three arguments, without libc (no errno).
+///
+/// # Safety
+/// The arguments must be valid for system call `number`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn syscall3(number: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the Linux x86_64 system call convention; rcx and r11 are clobbered.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") number as isize => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// A system call with up to three arguments, without libc (no errno).
+///
+/// # Safety
+/// The arguments must be valid for system call `number`.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn syscall3(number: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the Linux aarch64 system call convention (number in x8, result in x0).
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") number,
+            inlateout("x0") a as isize => ret,
+            in("x1") b,
+            in("x2") c,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("distlock's guard makes raw system calls for x86_64 and aarch64 Linux only");

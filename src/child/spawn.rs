@@ -117,7 +117,8 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
         restore_ttou: spec.restore_ttou,
         errno: 0,
     };
-    let mut stack = vec![0u128; CHILD_STACK_BYTES / 16];
+    // Not zeroed: the child touches only the top page or two.
+    let mut stack = Box::<[std::mem::MaybeUninit<u128>]>::new_uninit_slice(CHILD_STACK_BYTES / 16);
     // SAFETY: the stack grows down from the end of `stack`, which is 16-byte aligned (u128)
     // and outlives the child's use of it: CLONE_VFORK suspends us until the child has exec'd
     // or exited. `args` and every pointer in it stay valid for the same reason. All signals are
