@@ -141,7 +141,7 @@ pub fn output_for(cli: &Cli) -> Output {
     };
     // The password as typed and as decoded (redis://:p%40ss@host means "p@ss"): neither may
     // appear in any output.
-    let url = redis_url(cli).unwrap_or_default();
+    let url = redis_url(&cli.global).unwrap_or_default();
     let secrets = [
         crate::backend::password_in(&url),
         Endpoint::parse(&url)
@@ -151,8 +151,9 @@ pub fn output_for(cli: &Cli) -> Output {
     Output::new(level, secrets.into_iter().flatten().collect())
 }
 
-fn redis_url(cli: &Cli) -> Option<String> {
-    cli.global
+/// The URL given with --redis or DISTLOCK_REDIS_URL (clap reads both), else REDIS_URL.
+fn redis_url(global: &cli::GlobalArgs) -> Option<String> {
+    global
         .redis
         .clone()
         .or_else(|| std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()))
@@ -217,11 +218,7 @@ impl Config {
 
 /// The Redis connector the global options describe.
 fn connector(global: &cli::GlobalArgs) -> Result<Connector, Error> {
-    let url = global
-        .redis
-        .clone()
-        .or_else(|| std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+    let url = redis_url(global).unwrap_or_else(|| DEFAULT_URL.to_owned());
     let endpoint = Endpoint::parse(&url).map_err(Error::Usage)?;
     let timeout = global.redis_timeout;
     if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&timeout) {

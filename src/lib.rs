@@ -152,11 +152,12 @@ fn one_line(rendered: &str) -> String {
 }
 
 /// Passwords in a --redis argument that clap refused to parse, so they can be redacted.
+/// (`args_os`: an argument that is not UTF-8 is exactly what clap may have refused.)
 fn secrets_in_args() -> Vec<String> {
-    std::env::args()
-        .chain(std::env::var("DISTLOCK_REDIS_URL"))
-        .chain(std::env::var("REDIS_URL"))
-        .filter_map(|a| backend::password_in(&a))
+    std::env::args_os()
+        .chain(std::env::var_os("DISTLOCK_REDIS_URL"))
+        .chain(std::env::var_os("REDIS_URL"))
+        .filter_map(|a| backend::password_in(&a.to_string_lossy()))
         .collect()
 }
 

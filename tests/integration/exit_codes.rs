@@ -152,6 +152,20 @@ fn usage_errors_exit_64_with_one_line() {
         assert!(!err.contains("hunter2"));
         assert!(!err.contains("panicked"));
     }
+    // Arguments that are not UTF-8 (clap refuses them for --key): a message, not a panic.
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"k\xff");
+    let out = run(distlock(&redis)
+        .args(["--redis", "redis://u:hunter2@127.0.0.1:1", "run", "-k"])
+        .arg(bad)
+        .args(["--", "true"]));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("hunter2"),
+        "{err}"
+    );
     // Nothing was written to Redis by any of them.
     let keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
     assert!(keys.is_empty(), "{keys:?}");
