@@ -39,6 +39,7 @@ pub const NAME: &[u8] = b"distlock-guard\0";
 /// [`Guard::disarm`] (or when distlock dies before anything was watched).
 pub struct Guard {
     pipe: Option<OwnedFd>,
+    pid: Pid,
 }
 
 /// Messages on the pipe: `g` and the group as 4 native-endian bytes ("guard this group"), or
@@ -62,7 +63,7 @@ impl Guard {
         // it shares (CLONE_VM). All signals are blocked in this thread across the clone, so the
         // guard starts with every signal blocked (its mask is its own) and no handler of ours
         // can run in it; this thread's mask is restored right after.
-        unsafe {
+        let pid = unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut previous: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
@@ -79,9 +80,19 @@ impl Guard {
             if pid < 0 {
                 return Err(clone_error);
             }
-        }
+            pid
+        };
         drop(read);
-        Ok(Guard { pipe: Some(write) })
+        Ok(Guard {
+            pipe: Some(write),
+            pid: Pid::from_raw(pid),
+        })
+    }
+
+    /// The guard's pid (it is distlock's child: its death is reaped by the supervisor, which
+    /// then starts another, see [`crate::child::supervise`]).
+    pub fn pid(&self) -> Pid {
+        self.pid
     }
 
     /// Guard the process group `group` from now on.

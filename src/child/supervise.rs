@@ -16,6 +16,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use super::guard::Guard;
 use super::signals;
 use super::terminal::Terminal;
 use crate::backend::BackendError;
@@ -62,6 +63,8 @@ pub struct Supervisor<'a> {
     pub acquired: Instant,
     /// The renewal thread (started when its first renewal comes near).
     pub renewer: Renewer,
+    /// The guard that kills the group if distlock dies; replaced if it dies first.
+    pub guard: &'a mut Option<Guard>,
     /// Messages.
     pub out: &'a Output,
 }
@@ -323,8 +326,38 @@ impl Supervisor<'_> {
                     WaitStatus::Continued(_) => st.stopped = false,
                     _ => {}
                 },
+                Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..)))
+                    if status.pid() == self.guard.as_ref().map(Guard::pid) =>
+                {
+                    self.replace_guard(st);
+                }
+                // An orphan of the group, reparented to us.
                 Ok(_) => {}
             }
+        }
+    }
+
+    /// The guard died (someone killed it: `pkill distlock` matches `distlock-guard` too). Without
+    /// it, a distlock killed next would leave the command's background processes running
+    /// without the lock: start another while the group is still ours to guard.
+    fn replace_guard(&mut self, st: &State) {
+        let dead = self.guard.take().map(|g| g.pid());
+        if st.status.is_some() || st.killed_at.is_some() {
+            // Nothing left worth guarding: the command has ended or SIGKILL is under way.
+            return;
+        }
+        match Guard::start() {
+            Ok(guard) => {
+                guard.watch(self.group);
+                *self.guard = Some(guard);
+                self.out.warn(format!(
+                    "the guard process {} died; started another",
+                    dead.map_or_else(String::new, |p| p.to_string())
+                ));
+            }
+            Err(e) => self.out.warn(format!(
+                "the guard process died and no other could be started ({e}); if distlock is killed, processes started by the command would survive it"
+            )),
         }
     }
 

@@ -31,7 +31,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
     let dispositions = signals::install(&tx)
         .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
-    let prepared = Prepared {
+    let mut prepared = Prepared {
         // A missing command costs neither a Redis round trip nor a wait.
         program: spawn::resolve(&cfg.argv[0])?,
         dispositions,
@@ -65,7 +65,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     let outcome = match rx.take_termination() {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(&cfg, &prepared, &lock, &lease, (&tx, &mut rx), out),
+        None => run_locked(&cfg, &mut prepared, &lock, &lease, (&tx, &mut rx), out),
     };
     let (exit, last_ok) = match outcome {
         Err(e) => {
@@ -138,7 +138,7 @@ enum Started {
 /// Spawn the child, start the renewer, and supervise the child while the lock is held.
 fn run_locked(
     cfg: &RunConfig,
-    prepared: &Prepared,
+    prepared: &mut Prepared,
     lock: &SingleNode,
     lease: &Lease,
     (tx, rx): (&events::Sender, &mut Events),
@@ -185,6 +185,7 @@ fn run_locked(
         kill_signal: cfg.kill_signal,
         acquired: lease.since,
         renewer,
+        guard: &mut prepared.guard,
         out,
     }
     .run(rx);

@@ -3,7 +3,8 @@
 //! Eight contender loops run `distlock run` over and over on three keys while two seeded fault
 //! schedules hit the system: one for the server (SIGSTOP/SIGCONT shorter and longer than every
 //! TTL, SIGKILL + restart without persistence, `CLIENT PAUSE ms WRITE`) and one for processes
-//! (SIGKILL of a holder's command, SIGKILL of a distlock, waiting or holding). Some commands
+//! (SIGKILL of a holder's command, SIGKILL of a distlock, waiting or holding, SIGKILL of a
+//! distlock's guard process, as `pkill distlock` would do). Some commands
 //! ignore SIGTERM (`trap '' TERM`), some run the critical section as a background grandchild.
 //! Afterwards a checker proves, from timestamps taken on one clock, that the contract held.
 //!
@@ -248,18 +249,22 @@ impl ServerFault {
 }
 
 #[derive(Clone, Copy, Debug)]
+/// A SIGKILL of one process.
 enum ProcFault {
     /// SIGKILL the command of a holder (the leader of its process group).
-    KillChild { pick: u64 },
+    Child { pick: u64 },
     /// SIGKILL a distlock process (waiting or holding).
-    KillDistlock { pick: u64 },
+    Distlock { pick: u64 },
+    /// SIGKILL the guard of a distlock (as `pkill distlock` would): distlock must replace it.
+    Guard { pick: u64 },
 }
 
 impl ProcFault {
     fn describe(self) -> String {
         match self {
-            ProcFault::KillChild { pick } => format!("SIGKILL a holder's command (pick {pick})"),
-            ProcFault::KillDistlock { pick } => format!("SIGKILL a distlock (pick {pick})"),
+            ProcFault::Child { pick } => format!("SIGKILL a holder's command (pick {pick})"),
+            ProcFault::Distlock { pick } => format!("SIGKILL a distlock (pick {pick})"),
+            ProcFault::Guard { pick } => format!("SIGKILL a distlock's guard (pick {pick})"),
         }
     }
 }
@@ -303,10 +308,10 @@ impl Plan {
         let mut t = rng.u64(200..800);
         while t < end {
             let pick = rng.u64(..);
-            let fault = if rng.bool() {
-                ProcFault::KillChild { pick }
-            } else {
-                ProcFault::KillDistlock { pick }
+            let fault = match rng.u8(0..5) {
+                0 | 1 => ProcFault::Child { pick },
+                2 | 3 => ProcFault::Distlock { pick },
+                _ => ProcFault::Guard { pick },
             };
             procs.push((t, fault));
             t += rng.u64(200..900);
@@ -622,35 +627,61 @@ fn server_faults(redis: &mut Redis, plan: &Plan, ctx: &Ctx) {
     }
 }
 
-/// `(ppid, pgrp)` of a process.
-fn ppid_pgrp(pid: i32) -> Option<(i32, i32)> {
+/// `(ppid, pgrp, session)` of a process.
+fn ppid_pgrp_sid(pid: i32) -> Option<(i32, i32, i32)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat.rsplit(')').next()?.split_whitespace().skip(1);
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    Some((ppid, pgrp))
+    let sid = fields.next()?.parse().ok()?;
+    Some((ppid, pgrp, sid))
 }
 
-/// The command of a holding distlock: its child that leads its own process group.
+/// Whether `pid` is the command of distlock `parent`: its child that leads a process group of
+/// its own in distlock's session. (The guard, distlock's other child, leads a session of its
+/// own: killing it instead of the command is not the fault this test means to inject.)
+fn is_command_of(pid: i32, parent: Pid) -> bool {
+    let session = ppid_pgrp_sid(parent.as_raw()).map(|(_, _, sid)| sid);
+    matches!(ppid_pgrp_sid(pid), Some((ppid, pgrp, sid))
+        if ppid == parent.as_raw() && pgrp == pid && Some(sid) == session)
+}
+
+/// The command of a holding distlock.
 fn command_of(distlock: Pid) -> Option<Pid> {
     let children = fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children")).ok()?;
     children
         .split_whitespace()
         .filter_map(|c| c.parse::<i32>().ok())
-        .find(|&c| ppid_pgrp(c) == Some((distlock.as_raw(), c)))
+        .find(|&c| is_command_of(c, distlock))
         .map(Pid::from_raw)
 }
 
-/// SIGKILL `pid` through a pidfd, after checking (on the pidfd's process) that it is still the
-/// group-leading child of `parent`: pids are recycled quickly here (pid_max can be 32768).
-fn kill_command(pid: Pid, parent: Pid) -> bool {
+/// Whether `pid` is the guard of distlock `parent`.
+fn is_guard_of(pid: i32, parent: Pid) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "distlock-guard\n")
+        && ppid_pgrp_sid(pid).is_some_and(|(ppid, _, _)| ppid == parent.as_raw())
+}
+
+/// The guard of a distlock.
+fn guard_of(distlock: Pid) -> Option<Pid> {
+    let children = fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse::<i32>().ok())
+        .find(|&c| is_guard_of(c, distlock))
+        .map(Pid::from_raw)
+}
+
+/// SIGKILL `pid` through a pidfd, after checking (on the pidfd's process) that it is still what
+/// `is_it` says: pids are recycled quickly here (pid_max can be 32768).
+fn kill_checked(pid: Pid, is_it: impl Fn(i32) -> bool) -> bool {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     if fd < 0 {
         return false;
     }
     let fd = fd as libc::c_int;
-    let ours = ppid_pgrp(pid.as_raw()) == Some((parent.as_raw(), pid.as_raw()));
+    let ours = is_it(pid.as_raw());
     // SAFETY: `fd` is a pidfd we own; a null siginfo is allowed and means SI_USER.
     let sent = ours
         && unsafe {
@@ -673,7 +704,7 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
         let mut live = ctx.live.lock().unwrap();
         let now = now_ns();
         match fault {
-            ProcFault::KillDistlock { pick } => {
+            ProcFault::Distlock { pick } => {
                 let candidates: Vec<usize> = (0..live.len())
                     .filter(|&i| {
                         live[i]
@@ -694,7 +725,7 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
                 drop(live);
                 ctx.event(now, what);
             }
-            ProcFault::KillChild { pick } => {
+            ProcFault::Child { pick } => {
                 let candidates: Vec<(usize, Pid)> = (0..live.len())
                     .filter_map(|i| {
                         let l = live[i].as_ref()?;
@@ -711,11 +742,36 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
                 }
                 let (ci, command) = candidates[(pick % candidates.len() as u64) as usize];
                 let l = live[ci].as_mut().unwrap();
-                let what = if kill_command(command, l.pid) {
+                let what = if kill_checked(command, |c| is_command_of(c, l.pid)) {
                     l.killed_child = Some(now);
                     format!("SIGKILL command {command} of {} (distlock {})", l.id, l.pid)
                 } else {
                     format!("command {command} of {} was gone already", l.id)
+                };
+                drop(live);
+                ctx.event(now, what);
+            }
+            ProcFault::Guard { pick } => {
+                let candidates: Vec<(usize, Pid)> = (0..live.len())
+                    .filter_map(|i| {
+                        let l = live[i].as_ref()?;
+                        if l.killed_distlock.is_some() {
+                            return None;
+                        }
+                        guard_of(l.pid).map(|g| (i, g))
+                    })
+                    .collect();
+                if candidates.is_empty() {
+                    drop(live);
+                    ctx.event(now, "no guard to SIGKILL".into());
+                    continue;
+                }
+                let (ci, guard) = candidates[(pick % candidates.len() as u64) as usize];
+                let l = live[ci].as_ref().unwrap();
+                let what = if kill_checked(guard, |g| is_guard_of(g, l.pid)) {
+                    format!("SIGKILL guard {guard} of {} (distlock {})", l.id, l.pid)
+                } else {
+                    format!("guard {guard} of {} was gone already", l.id)
                 };
                 drop(live);
                 ctx.event(now, what);

@@ -122,17 +122,64 @@ fn the_command_and_its_children_die_when_distlock_is_sigkilled() {
     wait_dead(grandchild);
 }
 
-/// A live (not zombie) guard process started by distlock `parent`.
+/// The live (not zombie) guard processes started by distlock `parent`.
+fn guards_of(parent: Pid) -> Vec<Pid> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
+                && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                    let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+                    let state = fields.next();
+                    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
+                    state != Some("Z") && ppid == Some(parent.as_raw())
+                })
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok().map(Pid::from_raw))
+        .collect()
+}
+
 fn guard_of(parent: Pid) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
-            && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-                let state = fields.next();
-                let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-                state != Some("Z") && ppid == Some(parent.as_raw())
-            })
-    })
+    !guards_of(parent).is_empty()
+}
+
+/// Someone kills the guard (`pkill distlock` matches `distlock-guard` too): distlock starts
+/// another, so that a SIGKILL of distlock afterwards still takes the command's background
+/// processes with it.
+#[test]
+fn a_killed_guard_is_replaced() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "guard-killed", "--", "sh", "-c"])
+        .arg(format!(
+            "sleep 1000 & echo $! > {gc}; echo $$ > {pid}; wait",
+            gc = dir.str("grandchild"),
+            pid = dir.str("pid")
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = read_pid(&dir.path("pid"));
+    let grandchild = read_pid(&dir.path("grandchild"));
+    let distlock_pid = pid_of(&holder);
+    wait_until("the guard to start", || guard_of(distlock_pid));
+    let first = guards_of(distlock_pid)[0];
+    kill(first, Signal::SIGKILL).unwrap();
+    wait_until("another guard", || {
+        guards_of(distlock_pid).iter().any(|&g| g != first)
+    });
+    kill(distlock_pid, Signal::SIGKILL).unwrap();
+    let out = finish(holder);
+    wait_dead(child);
+    wait_dead(grandchild);
+    assert!(
+        stderr(&out).contains(&format!("the guard process {first} died; started another")),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// The guard lives beside the command, and goes away with distlock on a normal exit.
