@@ -1,5 +1,5 @@
 //! The guard: what kills the command's whole process group when distlock itself dies without
-//! a chance to do it (SIGKILL, the OOM killer, a crash).
+//! a chance to do it (SIGKILL, a crash).
 //!
 //! PR_SET_PDEATHSIG kills only the direct child; the processes it started (the common case:
 //! `sh -c '...'` runs the real work in a grandchild) would run on without the lock, and once the
@@ -25,6 +25,13 @@
 //!
 //! The group cannot be recycled under the guard: a process-group id stays taken while any
 //! member lives, and a group with no members has nothing left to kill.
+//!
+//! Limits. Sharing distlock's memory has one cost: the OOM killer kills every process that
+//! shares its victim's memory, so a distlock chosen by the OOM killer takes its guard along
+//! (the command itself still dies of PR_SET_PDEATHSIG; its own children do not). A guard
+//! killed on its own (`pkill distlock` matches `distlock-guard`) is reaped by distlock, which
+//! starts another (see `supervise`); both killed within the same moment leave the command's
+//! children to themselves.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
