@@ -38,10 +38,14 @@ pub fn is_termination(signal: i32) -> bool {
 }
 
 /// What the signal set-up found and did.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Dispositions {
-    /// SIGTTOU was at its default when distlock started (so the child must get it back).
-    pub ttou_was_default: bool,
+    /// The signals whose disposition the child must get back to SIG_DFL before it may unblock
+    /// signals: every one distlock (or Rust's runtime) set a handler for, SIGTTOU if distlock
+    /// set it to ignored, and SIGPIPE (ignored by Rust's runtime; children get it back at its
+    /// default, as `std::process::Command` does). Signals distlock *inherited* as ignored are
+    /// not in it: they stay ignored across exec, as they would without distlock.
+    pub reset_in_child: Vec<libc::c_int>,
 }
 
 /// Start catching signals; each one becomes an [`crate::events::Event::Signal`] on `events`.
@@ -57,6 +61,7 @@ pub fn install(events: &Sender) -> std::io::Result<Dispositions> {
         caught.push(libc::SIGTSTP);
     }
     let fd = events.raw_wake_fd();
+    let mut reset_in_child = caught.clone();
     for signal in caught {
         let byte = u8::try_from(signal).unwrap_or(0);
         // SAFETY: the action only calls write(2), which is async-signal-safe, on a pipe that
@@ -68,22 +73,37 @@ pub fn install(events: &Sender) -> std::io::Result<Dispositions> {
             })?;
         }
     }
-    let ttou_was_default = !is_ignored(libc::SIGTTOU);
+    if !is_ignored(libc::SIGTTOU) {
+        reset_in_child.push(libc::SIGTTOU);
+    }
     // SAFETY: installing SIG_IGN runs no code of ours in signal context.
     unsafe { nix::sys::signal::signal(Signal::SIGTTOU, SigHandler::SigIgn) }
         .map_err(std::io::Error::from)?;
-    Ok(Dispositions { ttou_was_default })
+    // Rust's runtime: a stack-overflow handler on SEGV and BUS (unless they were ignored), and
+    // SIGPIPE ignored.
+    for signal in [libc::SIGSEGV, libc::SIGBUS, libc::SIGPIPE] {
+        if disposition(signal).is_some_and(|d| d != libc::SIG_DFL)
+            && (signal == libc::SIGPIPE || !is_ignored(signal))
+        {
+            reset_in_child.push(signal);
+        }
+    }
+    Ok(Dispositions { reset_in_child })
 }
 
-/// Whether `signal` is currently ignored (SIG_IGN) in this process.
-fn is_ignored(signal: i32) -> bool {
+/// The current disposition of `signal` (SIG_DFL, SIG_IGN or a handler's address).
+fn disposition(signal: i32) -> Option<libc::sighandler_t> {
     // SAFETY: a zeroed sigaction is a valid out-parameter, and passing a null new action only
     // queries the current one.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction == libc::SIG_IGN
+        (libc::sigaction(signal, std::ptr::null(), &mut old) == 0).then_some(old.sa_sigaction)
     }
+}
+
+/// Whether `signal` is currently ignored (SIG_IGN) in this process.
+fn is_ignored(signal: i32) -> bool {
+    disposition(signal) == Some(libc::SIG_IGN)
 }
 
 /// Die of `signal`, the way the child did, so that a calling shell sees a death by signal (and,

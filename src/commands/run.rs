@@ -156,7 +156,7 @@ fn run_locked(
             ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
         take_terminal: terminal.is_some(),
-        restore_ttou: prepared.dispositions.ttou_was_default,
+        reset_signals: &prepared.dispositions.reset_in_child,
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.
