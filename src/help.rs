@@ -21,7 +21,7 @@ pub fn examples(command: &str) -> &'static [Example] {
             },
             Example {
                 what: "A cron job that skips quietly when another run is active",
-                command: "distlock run -q -k nightly-report -n -E 0 -- /opt/report/run.sh",
+                command: "distlock run -k nightly-report -n -E 0 -- /opt/report/run.sh",
             },
             Example {
                 what: "Wait at most 10 minutes, and say why the lock is taken",

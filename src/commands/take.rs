@@ -53,10 +53,17 @@ pub fn take(
             let who = held
                 .map(|h| format!(" ({})", h.summary()))
                 .unwrap_or_default();
-            out.notice(format!(
+            let message = format!(
                 "lock {key} is busy{who}; gave up{after} (exit {})",
                 cfg.busy_exit
-            ));
+            );
+            // `-n -E 0` is the cron idiom for "skip quietly": busy is then not news (cron
+            // mails any output), except with -v.
+            if cfg.busy_exit == crate::exit::SUCCESS {
+                out.verbose(message);
+            } else {
+                out.notice(message);
+            }
             Ok(Err(Exit::Code(cfg.busy_exit)))
         }
         Waited::Interrupted(signal) => {

@@ -255,11 +255,14 @@ fn busy_lock_exits_75_or_the_chosen_code() {
     assert!(stderr(&out).contains("is busy (held by another client"));
     let out = run(distlock(&redis).args(["run", "-k", "busy", "--wait", "200ms", "--", "true"]));
     assert_eq!(out.status.code(), Some(75));
-    // The cron idiom: skip quietly.
-    let out =
-        run(distlock(&redis).args(["run", "-q", "-k", "busy", "-n", "-E", "0", "--", "true"]));
+    // The cron idiom: skip quietly (cron mails any output), without needing -q; -v explains.
+    let out = run(distlock(&redis).args(["run", "-k", "busy", "-n", "-E", "0", "--", "true"]));
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let out =
+        run(distlock(&redis).args(["run", "-v", "-k", "busy", "-n", "-E", "0", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("is busy"), "{}", stderr(&out));
     assert_eq!(redis.get(&key).as_deref(), Some("someone-else"));
 }
 
