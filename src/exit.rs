@@ -150,12 +150,13 @@ pub const BREAK_TABLE: &[Row] = &[
     },
     Row {
         code: "1",
-        meaning: "nothing was broken: the lock was free, or changed hands after it was shown",
+        meaning: "nothing was broken: the lock was free, changed hands after it was shown, or the \
+                  answer to the confirmation was no",
     },
     Row {
         code: "64",
-        meaning: "usage error, or confirmation refused (or not possible: stdin is not a terminal \
-                  and --yes was not given)",
+        meaning: "usage error, or no confirmation possible: stdin is not a terminal and --yes \
+                  was not given",
     },
     ROW_DATA,
     ROW_UNAVAILABLE,
