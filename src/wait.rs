@@ -183,7 +183,10 @@ impl Waiter<'_> {
                         }
                     }
                     self.display.busy(&held);
-                    self.out.verbose(format!("lock busy: {}", held.summary()));
+                    if self.out.is_verbose() {
+                        // (Formatted only when shown: every waiter passes here on every release.)
+                        self.out.verbose(format!("lock busy: {}", held.summary()));
+                    }
                     let sleep = match (mode, held.ttl) {
                         (_, HolderTtl::Never) => no_expiry.next_delay(),
                         (WaitMode::Notify, HolderTtl::Expires(pttl)) => past_expiry(pttl),
