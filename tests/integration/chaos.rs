@@ -646,14 +646,19 @@ fn is_command_of(pid: i32, parent: Pid) -> bool {
         if ppid == parent.as_raw() && pgrp == pid && Some(sid) == session)
 }
 
-/// The command of a holding distlock.
-fn command_of(distlock: Pid) -> Option<Pid> {
+/// The child of `distlock` that `is_it` recognises.
+fn child_of(distlock: Pid, is_it: fn(i32, Pid) -> bool) -> Option<Pid> {
     let children = fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children")).ok()?;
     children
         .split_whitespace()
         .filter_map(|c| c.parse::<i32>().ok())
-        .find(|&c| is_command_of(c, distlock))
+        .find(|&c| is_it(c, distlock))
         .map(Pid::from_raw)
+}
+
+/// The command of a holding distlock.
+fn command_of(distlock: Pid) -> Option<Pid> {
+    child_of(distlock, is_command_of)
 }
 
 /// Whether `pid` is the guard of distlock `parent`.
@@ -664,12 +669,7 @@ fn is_guard_of(pid: i32, parent: Pid) -> bool {
 
 /// The guard of a distlock.
 fn guard_of(distlock: Pid) -> Option<Pid> {
-    let children = fs::read_to_string(format!("/proc/{distlock}/task/{distlock}/children")).ok()?;
-    children
-        .split_whitespace()
-        .filter_map(|c| c.parse::<i32>().ok())
-        .find(|&c| is_guard_of(c, distlock))
-        .map(Pid::from_raw)
+    child_of(distlock, is_guard_of)
 }
 
 /// SIGKILL `pid` through a pidfd, after checking (on the pidfd's process) that it is still what
@@ -726,21 +726,11 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
                 ctx.event(now, what);
             }
             ProcFault::Child { pick } => {
-                let candidates: Vec<(usize, Pid)> = (0..live.len())
-                    .filter_map(|i| {
-                        let l = live[i].as_ref()?;
-                        if l.killed_distlock.is_some() {
-                            return None;
-                        }
-                        command_of(l.pid).map(|c| (i, c))
-                    })
-                    .collect();
-                if candidates.is_empty() {
+                let Some((ci, command)) = pick_child(&live, pick, command_of) else {
                     drop(live);
                     ctx.event(now, "no holder's command to SIGKILL".into());
                     continue;
-                }
-                let (ci, command) = candidates[(pick % candidates.len() as u64) as usize];
+                };
                 let l = live[ci].as_mut().unwrap();
                 let what = if kill_checked(command, |c| is_command_of(c, l.pid)) {
                     l.killed_child = Some(now);
@@ -752,21 +742,11 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
                 ctx.event(now, what);
             }
             ProcFault::Guard { pick } => {
-                let candidates: Vec<(usize, Pid)> = (0..live.len())
-                    .filter_map(|i| {
-                        let l = live[i].as_ref()?;
-                        if l.killed_distlock.is_some() {
-                            return None;
-                        }
-                        guard_of(l.pid).map(|g| (i, g))
-                    })
-                    .collect();
-                if candidates.is_empty() {
+                let Some((ci, guard)) = pick_child(&live, pick, guard_of) else {
                     drop(live);
                     ctx.event(now, "no guard to SIGKILL".into());
                     continue;
-                }
-                let (ci, guard) = candidates[(pick % candidates.len() as u64) as usize];
+                };
                 let l = live[ci].as_ref().unwrap();
                 let what = if kill_checked(guard, |g| is_guard_of(g, l.pid)) {
                     format!("SIGKILL guard {guard} of {} (distlock {})", l.id, l.pid)
@@ -778,6 +758,27 @@ fn process_faults(plan: &Plan, ctx: &Ctx) {
             }
         }
     }
+}
+
+/// One of the live distlocks' children that `find` finds (their commands, or their guards),
+/// chosen by `pick`: the contender's index and the child's pid.
+fn pick_child(
+    live: &[Option<Live>],
+    pick: u64,
+    find: fn(Pid) -> Option<Pid>,
+) -> Option<(usize, Pid)> {
+    let candidates: Vec<(usize, Pid)> = live
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let l = l.as_ref()?;
+            if l.killed_distlock.is_some() {
+                return None;
+            }
+            find(l.pid).map(|c| (i, c))
+        })
+        .collect();
+    (!candidates.is_empty()).then(|| candidates[(pick % candidates.len() as u64) as usize])
 }
 
 fn watchdog(ctx: &Ctx) {

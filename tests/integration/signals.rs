@@ -103,23 +103,34 @@ fn sigterm_is_forwarded_once_and_the_childs_status_returned() {
 fn the_command_and_its_children_die_when_distlock_is_sigkilled() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    let holder = distlock(&redis)
-        .args(["run", "-k", "orphan", "--", "sh", "-c"])
+    let (holder, child, grandchild) = holder_with_a_background_process(&redis, &dir, "orphan");
+    kill(pid_of(&holder), Signal::SIGKILL).unwrap();
+    finish(holder);
+    wait_dead(child);
+    wait_dead(grandchild);
+}
+
+/// A distlock holding `key` for `sh`, which runs `sleep` in the background and waits for it:
+/// (distlock, sh, sleep), once both have started. distlock's stderr is piped.
+fn holder_with_a_background_process(
+    redis: &Redis,
+    dir: &Scratch,
+    key: &str,
+) -> (std::process::Child, Pid, Pid) {
+    let holder = distlock(redis)
+        .args(["run", "-k", key, "--", "sh", "-c"])
         .arg(format!(
             "sleep 1000 & echo $! > {gc}; echo $$ > {pid}; wait",
             gc = dir.str("grandchild"),
             pid = dir.str("pid")
         ))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let child = read_pid(&dir.path("pid"));
     let grandchild = read_pid(&dir.path("grandchild"));
-    kill(pid_of(&holder), Signal::SIGKILL).unwrap();
-    finish(holder);
-    wait_dead(child);
-    wait_dead(grandchild);
+    (holder, child, grandchild)
 }
 
 /// The live (not zombie) guard processes started by distlock `parent`.
@@ -151,19 +162,8 @@ fn guard_of(parent: Pid) -> bool {
 fn a_killed_guard_is_replaced() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    let holder = distlock(&redis)
-        .args(["run", "-k", "guard-killed", "--", "sh", "-c"])
-        .arg(format!(
-            "sleep 1000 & echo $! > {gc}; echo $$ > {pid}; wait",
-            gc = dir.str("grandchild"),
-            pid = dir.str("pid")
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = read_pid(&dir.path("pid"));
-    let grandchild = read_pid(&dir.path("grandchild"));
+    let (holder, child, grandchild) =
+        holder_with_a_background_process(&redis, &dir, "guard-killed");
     let distlock_pid = pid_of(&holder);
     wait_until("the guard to start", || guard_of(distlock_pid));
     let first = guards_of(distlock_pid)[0];
