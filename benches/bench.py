@@ -641,19 +641,24 @@ class Bench:
 
     # -- 2. hand-off ----------------------------------------------------------------------
 
+    def start_holder(self, tool, key, start_h, go, mark_opts, lock_opts, logname):
+        """A holder whose command (`stamp mark`) stamps `start_h` and waits for a byte on `go`;
+        returns it, once it holds the lock, with what identifies it (see holders_snapshot)."""
+        holder = self.spawn(self.argv(tool, key, [self.stamp, "mark", start_h, "--go", go, *mark_opts],
+                                      lock_opts), logname)
+        wait_until(lambda: nonempty(start_h) or holder.poll() is not None, 30,
+                   f"{tool} holder to take the lock")
+        if holder.poll() is not None:
+            self.wait_ok(holder, 1, f"{tool} holder")
+        return holder, self.holders_snapshot(tool)
+
     def one_handoff(self, tool, key, tag, settle, monitor=None):
         """One hand-off; returns the latency in ns, or (latency, stages) with a monitor."""
         base = os.path.join(self.tmp, f"ho-{tool}-{tag}")
         start_h, exit_h, go, start_w = base + ".hs", base + ".he", base + ".go", base + ".ws"
         os.mkfifo(go)
-        holder = self.spawn(self.argv(tool, key, [self.stamp, "mark", start_h, "--go", go,
-                                                  "--exit-out", exit_h, "--timeout", "60"]),
-                            f"handoff-{tool}")
-        wait_until(lambda: nonempty(start_h) or holder.poll() is not None, 30,
-                   f"{tool} holder to take the lock")
-        if holder.poll() is not None:
-            self.wait_ok(holder, 1, f"{tool} holder")
-        known = self.holders_snapshot(tool)
+        holder, known = self.start_holder(tool, key, start_h, go, ["--exit-out", exit_h, "--timeout", "60"],
+                                          (), f"handoff-{tool}")
         waiter = self.spawn(self.argv(tool, key, [self.stamp, "mark", start_w]), f"handoff-{tool}")
         wait_until(lambda: waiter.poll() is not None or self.waiting_count(tool, key, known) >= 1,
                    30, f"{tool} waiter to wait")
@@ -743,14 +748,8 @@ class Bench:
             # distlock's holder renews every 20s instead of ttl/3 so that no renewal of its own
             # falls in the window; the waiters use the defaults (ttl 30s).
             opts = ["--renew-every", "20s"] if tool.startswith("distlock") else []
-            holder = self.spawn(self.argv(tool, key, [self.stamp, "mark", start_h, "--go", go,
-                                                      "--timeout", "120"], opts),
-                                f"waiting-{tool}-holder")
-            wait_until(lambda: nonempty(start_h) or holder.poll() is not None, 30,
-                       f"{tool} holder to take the lock")
-            if holder.poll() is not None:
-                self.wait_ok(holder, 0, f"{tool} holder")
-            known = self.holders_snapshot(tool)
+            holder, known = self.start_holder(tool, key, start_h, go, ["--timeout", "120"], opts,
+                                              f"waiting-{tool}-holder")
             waiters = [self.spawn(self.argv(tool, key, ["true"]), f"waiting-{tool}")
                        for _ in range(nw)]
             wait_until(lambda: self.waiting_count(tool, key, known) >= nw

@@ -236,17 +236,14 @@ def markdown(r):
             L.append(f"- {lab[t]}: " + ", ".join(f"{c} ({x:+.1f}%)" for c, x in zip(d["counts"], d["devs_pct"]))
                      + (f"; {d['late']} more finished after the window (not counted)" if d.get("late") else ""))
         L.append("")
-    if ct:
-        L.append("### Contention: `INFO commandstats` deltas over the run (Lua-internal calls included)\n")
+    for results, title in (
+            (ct, "Contention: `INFO commandstats` deltas over the run (Lua-internal calls included)"),
+            (wt, "Waiting: `INFO commandstats` deltas over the window (all clients, Lua-internal calls included)")):
+        if not results:
+            continue
+        L.append(f"### {title}\n")
         for t in tools:
-            cs = ct[t].get("commandstats_delta")
-            if cs is not None:
-                L.append(f"- {lab[t]}: " + (", ".join(f"{k} {n}" for k, n in sorted(cs.items())) or "none"))
-        L.append("")
-    if wt:
-        L.append("### Waiting: `INFO commandstats` deltas over the window (all clients, Lua-internal calls included)\n")
-        for t in tools:
-            cs = wt[t].get("commandstats_delta")
+            cs = results[t].get("commandstats_delta")
             if cs is not None:
                 L.append(f"- {lab[t]}: " + (", ".join(f"{k} {n}" for k, n in sorted(cs.items())) or "none"))
         L.append("")
