@@ -18,6 +18,12 @@
  *       Sleeps until CLOCK_MONOTONIC reaches START_NS, then runs CMD again and again; a run
  *       counts if it exited 0 before END_NS. Writes "<counted> <failed> <late>" to OUT.
  *
+ *   stamp section OUT MS
+ *       Stamps CLOCK_MONOTONIC, sleeps MS milliseconds (clock_nanosleep), stamps again and
+ *       appends "<start ns> <end ns>\n" to OUT in one write. The critical section of the
+ *       scaling and semaphore tests: the harness computes from these lines how many were
+ *       inside at once.
+ *
  *   stamp peakrss OUT -- CMD [ARGS...]
  *       Runs CMD under ptrace with PTRACE_O_TRACEEXIT: when the process itself exits, its
  *       memory is still mapped, and VmHWM of /proc/PID/status is its own peak RSS, its
@@ -77,6 +83,7 @@ static int usage(void) {
             "usage: stamp mark OUT [--go FIFO] [--exit-out FILE] [--timeout SEC]\n"
             "       stamp time N OUT -- CMD...\n"
             "       stamp loop START_NS END_NS OUT -- CMD...\n"
+            "       stamp section OUT MS\n"
             "       stamp peakrss OUT -- CMD...\n");
     return 64;
 }
@@ -194,6 +201,17 @@ static int cmd_loop(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_section(int argc, char **argv) {
+    int64_t t0 = now_ns();
+    if (argc != 2) return usage();
+    sleep_until(t0 + (int64_t)(atof(argv[1]) * 1e6));
+    int64_t t1 = now_ns();
+    char line[64];
+    snprintf(line, sizeof line, "%lld %lld\n", (long long)t0, (long long)t1);
+    append_line(argv[0], line);
+    return 0;
+}
+
 static long vmhwm_kb(pid_t pid) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -260,6 +278,7 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "mark")) return cmd_mark(argc, argv);
     if (!strcmp(sub, "time")) return cmd_time(argc, argv);
     if (!strcmp(sub, "loop")) return cmd_loop(argc, argv);
+    if (!strcmp(sub, "section")) return cmd_section(argc, argv);
     if (!strcmp(sub, "peakrss")) return cmd_peakrss(argc, argv);
     return usage();
 }

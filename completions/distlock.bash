@@ -80,13 +80,25 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-v -q -h -V --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version run status list break force-release acquire renew release generate help"
+            opts="-v -q -h -V --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version run status list break force-release acquire renew release generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -110,6 +122,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -118,7 +134,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --note --report-every --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --unreachable-after --env-file --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -160,6 +176,10 @@ _distlock() {
                     COMPREPLY=($(compgen -W "notify spin" -- "${cur}"))
                     return 0
                     ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --note)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -168,7 +188,27 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --unreachable-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -192,6 +232,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -200,7 +244,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__break)
-            opts="-k -y -v -q -h -V --key --yes --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -y -v -q -h -V --key --holder --yes --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -214,7 +258,23 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --holder)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -238,6 +298,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -246,7 +310,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__generate)
-            opts="-v -q -h -V --out --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version completions man"
+            opts="-v -q -h -V --out --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version completions man"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -260,6 +324,18 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -278,6 +354,10 @@ _distlock() {
                     ;;
                 --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -428,13 +508,25 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__list)
-            opts="-v -q -h -V --json --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-v -q -h -V --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -458,6 +550,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -466,7 +562,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-k -v -q -h -V --key --token --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -v -q -h -V --key --token --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -488,6 +584,18 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -508,6 +616,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -516,7 +628,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__renew)
-            opts="-k -t -v -q -h -V --key --token --ttl --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -t -v -q -h -V --key --token --ttl --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -546,6 +658,18 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -566,6 +690,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -574,7 +702,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --note --report-every --renew-every --kill-signal --kill-grace --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --unreachable-after --renew-every --kill-signal --kill-grace --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -616,11 +744,19 @@ _distlock() {
                     COMPREPLY=($(compgen -W "notify spin" -- "${cur}"))
                     return 0
                     ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --note)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --report-every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --unreachable-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -640,6 +776,18 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -660,6 +808,10 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -668,7 +820,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__status)
-            opts="-k -v -q -h -V --key --json --redis --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --help --version"
+            opts="-k -v -q -h -V --key --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -686,6 +838,18 @@ _distlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --node-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replicas-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -704,6 +868,10 @@ _distlock() {
                     ;;
                 --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_distlock_global_optspecs
-    string join \n redis= prefix= redis-timeout= tls-ca= tls-cert= tls-key= v/verbose q/quiet h/help V/version
+    string join \n redis= node-timeout= replicas= replicas-timeout= prefix= redis-timeout= tls-ca= tls-cert= tls-key= v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_distlock_needs_command
@@ -24,21 +24,26 @@ function __fish_distlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c distlock -n "__fish_distlock_needs_command" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_needs_command" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_needs_command" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_needs_command" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_needs_command" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "run" -d 'Run a command while holding a lock'
-complete -c distlock -n "__fish_distlock_needs_command" -f -a "status" -d 'Show whether a lock is held, by whom, since when, and until when'
-complete -c distlock -n "__fish_distlock_needs_command" -f -a "list" -d 'List the locks under the prefix, with holder, age and time left'
-complete -c distlock -n "__fish_distlock_needs_command" -f -a "break" -d 'Delete a lock whoever holds it, after showing who does'
-complete -c distlock -n "__fish_distlock_needs_command" -f -a "force-release" -d 'Delete a lock whoever holds it, after showing who does'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "force-release" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Release a lock acquired with distlock acquire'
@@ -50,64 +55,94 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d '
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l unreachable-after -d 'Give up (exit 69) on a Redis that has not answered once within this long' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renew the lock this often while the command runs (default: a third of --ttl)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command when the lock is lost (name or number)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand status" -s k -l key -d 'Name of the lock' -r
-complete -c distlock -n "__fish_distlock_using_subcommand status" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l json -d 'Print JSON (one object) instead of text'
 complete -c distlock -n "__fish_distlock_using_subcommand status" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand status" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand status" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print JSON (an array) instead of a table'
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print JSON (an array of what status --json prints) instead of a table'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand list" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s k -l key -d 'Name of the lock' -r
-complete -c distlock -n "__fish_distlock_using_subcommand break" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l holder -d 'Break only the holder with this id (as distlock status shows it; 4 characters or more)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s y -l yes -d 'Do not ask for confirmation (required when stdin is not a terminal)'
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s k -l key -d 'Name of the lock' -r
-complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l holder -d 'Break only the holder with this id (as distlock status shows it; 4 characters or more)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s y -l yes -d 'Do not ask for confirmation (required when stdin is not a terminal)'
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
@@ -119,59 +154,84 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait 
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l unreachable-after -d 'Give up (exit 69) on a Redis that has not answered once within this long' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l env-file -d 'Append the lock\'s DISTLOCK_KEY, DISTLOCK_FENCE and DISTLOCK_TOKEN to FILE; print nothing' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of the bare token: key, token, fence, TTL and limit'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s k -l key -d 'Name of the lock' -r
-complete -c distlock -n "__fish_distlock_using_subcommand renew" -l token -d 'The token printed by distlock acquire' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l token -d 'The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s t -l ttl -d 'New lifetime from now (default: the TTL the lock was acquired with)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s k -l key -d 'Name of the lock' -r
-complete -c distlock -n "__fish_distlock_using_subcommand release" -l token -d 'The token printed by distlock acquire' -r
-complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l token -d 'The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l out -d 'Directory that holds completions/ and man/ (default: the current one)' -r -F
-complete -c distlock -n "__fish_distlock_using_subcommand generate" -l redis -d 'Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH' -r
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l prefix -d 'Prefix of every Redis key distlock writes' -r
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "run" -d 'Run a command while holding a lock'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, and until when'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "list" -d 'List the locks under the prefix, with holder, age and time left'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "break" -d 'Delete a lock whoever holds it, after showing who does'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
 complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
 complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
 complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "release" -d 'Release a lock acquired with distlock acquire'

@@ -40,18 +40,64 @@ pub struct Cli {
 /// Options accepted before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Redis server URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... or unix:///PATH.
+    /// Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL.
     ///
-    /// When absent, read from DISTLOCK_REDIS_URL, then REDIS_URL, else redis://127.0.0.1:6379.
-    /// The password never appears in any output.
+    /// redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... (TLS) or unix:///PATH: one
+    /// server. Given several times (or several URLs separated by whitespace in
+    /// DISTLOCK_REDIS_URL): independent primaries, and the lock is a Redlock over them.
+    /// redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB]: the primary
+    /// the sentinels name. redis+cluster://HOST:PORT[,HOST:PORT...]: a Redis Cluster. When
+    /// absent, read from DISTLOCK_REDIS_URL, then REDIS_URL, else redis://127.0.0.1:6379. The
+    /// password never appears in any output.
     #[arg(
         long,
         global = true,
         value_name = "URL",
         env = "DISTLOCK_REDIS_URL",
-        hide_env_values = true
+        hide_env_values = true,
+        action = clap::ArgAction::Append
     )]
-    pub redis: Option<String>,
+    pub redis: Vec<String>,
+
+    /// Redlock only: each node's time to answer one request (default: 5% of the TTL, 50-500ms).
+    ///
+    /// At most --redis-timeout. A node that does not answer in time counts as a "no"; a
+    /// minority of slow or dead nodes costs no more than this.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DUR",
+        env = "DISTLOCK_NODE_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub node_timeout: Option<DurationArg>,
+
+    /// After acquiring and after each renewal, wait until N replicas have the write (WAIT).
+    ///
+    /// One primary only (plain URL, Sentinel, or a Cluster shard). A grant that is not
+    /// acknowledged in time is released (exit 69, saying how many replicas answered); a renewal
+    /// that is not acknowledged does not count (the kill deadline stays where the last
+    /// acknowledged one put it). Narrows, does not close, the window in which a failover can
+    /// let a second holder in.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        env = "DISTLOCK_REPLICAS",
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub replicas: Option<u32>,
+
+    /// How long --replicas waits for the acknowledgements, per write (at most --redis-timeout).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DUR",
+        env = "DISTLOCK_REPLICAS_TIMEOUT",
+        default_value = "1s",
+        value_parser = parse_duration
+    )]
+    pub replicas_timeout: DurationArg,
 
     /// Prefix of every Redis key distlock writes.
     ///
@@ -77,7 +123,7 @@ pub struct GlobalArgs {
         default_value = "2s",
         value_parser = parse_duration
     )]
-    pub redis_timeout: Duration,
+    pub redis_timeout: DurationArg,
 
     /// CA certificate bundle (PEM) to trust for rediss:// instead of the system's roots.
     ///
@@ -108,6 +154,25 @@ pub struct GlobalArgs {
         value_parser = clap::builder::FalseyValueParser::new()
     )]
     pub quiet: bool,
+
+    /// How messages on stderr are written: text (distlock: ...) or json (one object a line).
+    ///
+    /// With json, every message distlock writes on stderr is one line holding one JSON object:
+    /// "ts" (RFC 3339, UTC, milliseconds), "level" (error, warning, notice, or debug for -v),
+    /// "key" (the lock's key, null when the message is about no lock), "event" (a stable name
+    /// from the list below), "msg" (what text mode prints after "distlock: "), and where they
+    /// apply "exit" (the exit code the message explains), "signal", "waited_ms" and "holder"
+    /// ({"host", "pid"}). -q and -v work as in text mode; the live status line of a waiter is
+    /// replaced by lines. Errors in the command line itself are JSON too, when --log-format json
+    /// is among the arguments or DISTLOCK_LOG_FORMAT=json is set.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        env = "DISTLOCK_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
 }
 
 /// The subcommands.
@@ -125,30 +190,44 @@ pub enum Command {
     /// DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_TTL_MS in its environment.
     Run(RunArgs),
 
-    /// Show whether a lock is held, by whom, since when, and until when.
+    /// Show whether a lock is held, by whom, since when, until when, and who waits for it.
     ///
-    /// Exits 0 when the lock is held and 1 when it is free, so that scripts can branch on it.
+    /// For each holder: host, pid, user, command, note, CI job, how long it has held the lock,
+    /// when it expires, and its fence; for a semaphore (--limit N), every holder, each named by
+    /// a short id (the start of its token) that distlock break --holder takes. Then the waiters,
+    /// first in line first: host, pid, note, CI job, and how long each has waited.
+    ///
+    /// Exits 0 when the lock is held and 1 when it is free (even with waiters: a lock being
+    /// handed over), so that scripts can branch on it. Over a Redlock (several URLs), a lock
+    /// whose nodes answer but agree on no holder by a majority is split: status lists what each
+    /// node holds and exits 75 (nobody can take it until their locks expire).
     Status(StatusArgs),
 
-    /// List the locks under the prefix, with holder, age and time left.
+    /// List the locks under the prefix, with holders, age, time left and waiters.
     ///
-    /// Uses SCAN (never KEYS), so it does not block the server. An aligned table on a terminal,
-    /// tab-separated lines otherwise, or JSON with --json.
+    /// One row per lock that is held or waited for: its holder as HOST:PID (a semaphore's as
+    /// 2/4 HOST:PID: how many of its slots are held, and its oldest holder), how long it has
+    /// been held, when it expires, how many wait, and the command or note. Uses SCAN (never
+    /// KEYS), so it does not block the server. An aligned table on a terminal, tab-separated
+    /// lines otherwise, or JSON with --json (an array of what status --json prints).
     List(ListArgs),
 
-    /// Delete a lock whoever holds it, after showing who does.
+    /// Break a lock whoever holds it (every holder of a semaphore, or one), after showing who.
     ///
-    /// Asks for confirmation on a terminal; requires --yes otherwise. Only the holder shown is
-    /// removed: if the lock changed hands meanwhile, nothing is broken. The waiters are woken.
-    /// The holder's next renewal then finds the lock gone and, for distlock run, terminates its
-    /// command (exit 124).
+    /// Asks for confirmation on a terminal; requires --yes otherwise. Each holder shown is
+    /// released by the token it had when it was shown: one that left meanwhile, or a newer
+    /// holder in its place, is never broken. The lock (or each slot) then passes to the next
+    /// waiter in line. A broken holder's next renewal finds the lock gone and, for distlock run,
+    /// terminates its command (exit 124). With --holder ID, only the holder of that id (as
+    /// distlock status shows it) is broken.
     #[command(visible_alias = "force-release")]
     Break(BreakArgs),
 
     /// Acquire a lock and print its token, for locks that span several CI steps or scripts.
     ///
-    /// The token (and nothing else) goes to stdout. Nothing renews the lock: choose a --ttl that
-    /// covers the work, or call distlock renew; release it with distlock release.
+    /// The token (and nothing else) goes to stdout, or with --env-file into a file that later CI
+    /// steps load. Nothing renews the lock: choose a --ttl that covers the work, or call
+    /// distlock renew; release it with distlock release.
     Acquire(AcquireArgs),
 
     /// Extend a lock acquired with distlock acquire.
@@ -185,7 +264,7 @@ pub struct TakeArgs {
         default_value = "30s",
         value_parser = parse_duration
     )]
-    pub ttl: Duration,
+    pub ttl: DurationArg,
 
     /// Wait at most this long for the lock (default: wait forever).
     #[arg(
@@ -195,7 +274,7 @@ pub struct TakeArgs {
         env = "DISTLOCK_WAIT",
         value_parser = parse_duration
     )]
-    pub wait: Option<Duration>,
+    pub wait: Option<DurationArg>,
 
     /// Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT).
     #[arg(short, long)]
@@ -213,8 +292,9 @@ pub struct TakeArgs {
 
     /// How to wait for a busy lock.
     ///
-    /// notify: sleep until the holder releases (Redis pub/sub) or its lock expires. spin: retry
-    /// with capped, jittered exponential backoff. Both never sleep past the holder's expiry.
+    /// Both wait in the fair line (first come, first served). notify: woken alone when the
+    /// lock is handed over. spin: poll with capped, jittered exponential backoff (no pub/sub).
+    /// Neither sleeps past the holder's expiry.
     #[arg(
         long,
         value_name = "MODE",
@@ -222,6 +302,27 @@ pub struct TakeArgs {
         default_value = "notify"
     )]
     pub wait_mode: WaitMode,
+
+    /// Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex.
+    ///
+    /// Every holder has its own token, renewal and release. Everyone who uses KEY must give the
+    /// same limit: a key held as a mutex, or as a semaphore of another limit, is refused.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "DISTLOCK_LIMIT",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub limit: u32,
+
+    /// Newest wins: join the line and cancel every waiter that joined before (not the holder).
+    ///
+    /// Each cancelled waiter leaves the line at once, says who superseded it, and exits with
+    /// the -E code (75 by default; -E 0 makes it a quiet skip). Needs a wait (not --no-wait)
+    /// and one Redis deployment: a Redlock (several URLs) keeps no line, and refuses it.
+    #[arg(long)]
+    pub supersede: bool,
 
     /// A reason, stored with the lock and shown to whoever waits for it or asks about it.
     #[arg(long, value_name = "TEXT", env = "DISTLOCK_NOTE")]
@@ -235,7 +336,23 @@ pub struct TakeArgs {
         default_value = "30s",
         value_parser = parse_duration
     )]
-    pub report_every: Duration,
+    pub report_every: DurationArg,
+
+    /// Give up (exit 69) on a Redis that has not answered once within this long.
+    ///
+    /// A server that has never answered since distlock started (wrong host or port, a firewall
+    /// that drops packets, TLS against plain text) is a configuration problem, not a wait:
+    /// refused connections, TLS, authentication and protocol errors end the wait at once;
+    /// timeouts are retried until this limit, then reported. Once Redis has answered, failures
+    /// are retried within --wait and reported every --report-every.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_UNREACHABLE_AFTER",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub unreachable_after: DurationArg,
 }
 
 /// `distlock run`.
@@ -251,7 +368,7 @@ pub struct RunArgs {
         env = "DISTLOCK_RENEW_EVERY",
         value_parser = parse_duration
     )]
-    pub renew_every: Option<Duration>,
+    pub renew_every: Option<DurationArg>,
 
     /// Signal that stops the command when the lock is lost (name or number).
     #[arg(
@@ -273,7 +390,7 @@ pub struct RunArgs {
         env = "DISTLOCK_KILL_GRACE",
         value_parser = parse_duration
     )]
-    pub kill_grace: Option<Duration>,
+    pub kill_grace: Option<DurationArg>,
 
     /// The command to run, and its arguments (put them after --).
     #[arg(
@@ -293,6 +410,12 @@ pub struct StatusArgs {
     pub key: String,
 
     /// Print JSON (one object) instead of text.
+    ///
+    /// key, redis_key, held, ttl_ms, held_for_ms, acquired_at and holder describe the holder
+    /// (a semaphore's oldest); fence is its fencing token; limit is 1 for a mutex, N for a
+    /// semaphore, 0 when free; holders lists every holder (id, ttl_ms, held_for_ms,
+    /// acquired_at, fence, holder) and waiting every waiter, first in line first (position,
+    /// waited_ms, since, limit, holder).
     #[arg(long)]
     pub json: bool,
 }
@@ -304,7 +427,7 @@ pub struct ListArgs {
     #[arg(value_name = "PATTERN", default_value = "*")]
     pub pattern: String,
 
-    /// Print JSON (an array) instead of a table.
+    /// Print JSON (an array of what status --json prints) instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -316,6 +439,14 @@ pub struct BreakArgs {
     #[arg(short, long, value_name = "KEY")]
     pub key: String,
 
+    /// Break only the holder with this id (as distlock status shows it; 4 characters or more).
+    ///
+    /// An id is the start of the holder's token: its first 4 characters or more name it. An id
+    /// that matches several holders is refused, listing their ids (exit 64); one that matches
+    /// none breaks nothing (exit 1).
+    #[arg(long, value_name = "ID")]
+    pub holder: Option<String>,
+
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(short = 'y', long)]
     pub yes: bool,
@@ -326,16 +457,45 @@ pub struct BreakArgs {
 pub struct AcquireArgs {
     #[command(flatten)]
     pub take: TakeArgs,
+
+    /// Append the lock's DISTLOCK_KEY, DISTLOCK_FENCE and DISTLOCK_TOKEN to FILE; print nothing.
+    ///
+    /// Only once the lock is held: when it is busy, Redis is unreachable or distlock is
+    /// interrupted, FILE is left untouched and the exit is non-zero, so that one line fails a
+    /// CI step that did not get the lock (--env-file "$GITHUB_ENV" in GitHub Actions, a dotenv
+    /// file in GitLab CI). Appends NAME=value lines in one write: DISTLOCK_KEY,
+    /// DISTLOCK_TTL_MS, DISTLOCK_FENCE, DISTLOCK_TOKEN, and DISTLOCK_PREFIX when --prefix is
+    /// not the default;
+    /// never the Redis URL. Nothing goes to stdout, which keeps the token out of CI logs. Later
+    /// steps with these in their environment run distlock renew and distlock release without
+    /// --key and --token. If FILE cannot be written after all, the lock is released and
+    /// distlock exits 70.
+    #[arg(long, value_name = "FILE")]
+    pub env_file: Option<PathBuf>,
+
+    /// Print one JSON object instead of the bare token: key, token, fence, TTL and limit.
+    #[arg(long, conflicts_with = "env_file")]
+    pub json: bool,
 }
 
 /// The lock and token of `renew` and `release`.
 #[derive(Debug, Args)]
 pub struct HeldArgs {
     /// Name of the lock.
-    #[arg(short, long, value_name = "KEY")]
+    ///
+    /// When absent, read from DISTLOCK_KEY, as the token is from DISTLOCK_TOKEN: a later step
+    /// that has both in its environment (distlock acquire --env-file writes them) needs neither
+    /// flag.
+    #[arg(
+        short,
+        long,
+        value_name = "KEY",
+        env = "DISTLOCK_KEY",
+        hide_env_values = true
+    )]
     pub key: String,
 
-    /// The token printed by distlock acquire.
+    /// The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN).
     #[arg(
         long,
         value_name = "TOKEN",
@@ -353,7 +513,7 @@ pub struct RenewArgs {
 
     /// New lifetime from now (default: the TTL the lock was acquired with).
     #[arg(short, long, value_name = "DUR", value_parser = parse_duration)]
-    pub ttl: Option<Duration>,
+    pub ttl: Option<DurationArg>,
 }
 
 /// `distlock release`.
@@ -384,6 +544,15 @@ pub enum Generated {
     Man,
 }
 
+/// How messages are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line per message, prefixed "distlock: ".
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// How a waiter learns that the lock may be free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WaitMode {
@@ -398,7 +567,16 @@ pub enum WaitMode {
 /// parsing a command line, so plain runs use the bare [`Cli`] definition.
 pub fn documented_command() -> clap::Command {
     use clap::CommandFactory;
-    let mut command = Cli::command().after_long_help(crate::help::after_help(""));
+    let mut command = Cli::command()
+        .after_long_help(crate::help::after_help(""))
+        .mut_arg("log_format", |arg| {
+            let text = arg.get_long_help().map(ToString::to_string);
+            arg.long_help(format!(
+                "{}\n\nEvents (a number in parentheses is the exit code that follows):\n{}",
+                text.unwrap_or_default(),
+                crate::output::event_table().trim_end()
+            ))
+        });
     let names: Vec<String> = command
         .get_subcommands()
         .map(|s| s.get_name().to_owned())
@@ -410,46 +588,77 @@ pub fn documented_command() -> clap::Command {
     command
 }
 
+/// A duration as the user wrote it: the value, and the text, so that a message about it echoes
+/// `25h` rather than a reformatted `1day 1h`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurationArg {
+    /// The duration.
+    pub value: Duration,
+    /// What the user wrote (without surrounding whitespace).
+    pub text: String,
+}
+
+/// Why a value was refused, worded to follow the value (`has no unit; write 30s ...`), so that
+/// the message can say where the value came from: `--ttl 30 has no unit; ...` when typed,
+/// `DISTLOCK_TTL=30 (from the environment) has no unit; ...` when read from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadValue(pub String);
+
+impl std::fmt::Display for BadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadValue {}
+
 /// Parse a duration that must carry a unit (`500ms`, `30s`, `5m`, `1h30m`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<DurationArg, BadValue> {
     let text = text.trim();
     if text.is_empty() {
-        return Err("empty duration; write it with a unit, e.g. 30s".into());
-    }
-    if text.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!(
-            "'{text}' has no unit; write {text}s for seconds or {text}ms for milliseconds"
+        return Err(BadValue(
+            "is empty; write a duration with a unit, e.g. 30s".into(),
         ));
     }
-    humantime::parse_duration(text).map_err(|e| {
-        format!("'{text}' is not a duration ({e}); write e.g. 500ms, 30s, 5m or 1h30m")
+    if text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(BadValue(format!(
+            "has no unit; write {text}s for seconds or {text}ms for milliseconds"
+        )));
+    }
+    let value = humantime::parse_duration(text).map_err(|e| {
+        BadValue(format!(
+            "is not a duration ({e}); write e.g. 500ms, 30s, 5m or 1h30m"
+        ))
+    })?;
+    Ok(DurationArg {
+        value,
+        text: text.to_owned(),
     })
 }
 
 /// Parse a signal given as `TERM`, `SIGTERM`, `term` or `15`. Signals that do not end a process
 /// (STOP, CONT, CHLD, ...) are refused: they could never stop a command that lost its lock.
-pub fn parse_signal(text: &str) -> Result<i32, String> {
+pub fn parse_signal(text: &str) -> Result<i32, BadValue> {
     let upper = text.trim().to_ascii_uppercase();
     let signal = if let Ok(n) = upper.parse::<i32>() {
         nix::sys::signal::Signal::try_from(n)
-            .map_err(|_| format!("{n} is not a signal number on this system; use e.g. TERM"))?
+            .map_err(|_| BadValue("is not a signal number on this system; use e.g. TERM".into()))?
     } else {
         let name = if upper.starts_with("SIG") {
             upper.clone()
         } else {
             format!("SIG{upper}")
         };
-        name.parse::<nix::sys::signal::Signal>().map_err(|_| {
-            format!("'{text}' is not a signal name; use e.g. TERM, INT, HUP or KILL")
-        })?
+        name.parse::<nix::sys::signal::Signal>()
+            .map_err(|_| BadValue("is not a signal name; use e.g. TERM, INT, HUP or KILL".into()))?
     };
     use nix::sys::signal::Signal::*;
     match signal {
         SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGCONT | SIGCHLD | SIGWINCH | SIGURG => {
-            Err(format!(
-                "{} does not end a process; use a terminating signal such as TERM, INT or HUP",
+            Err(BadValue(format!(
+                "is {}, which does not end a process; use a terminating signal such as TERM, INT or HUP",
                 signal.as_str()
-            ))
+            )))
         }
         s => Ok(s as i32),
     }
@@ -496,13 +705,24 @@ mod tests {
     }
 
     #[test]
-    fn durations_need_units() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    fn durations_need_units_and_keep_their_text() {
+        let parsed = |text| parse_duration(text).map(|d| d.value);
+        assert_eq!(parsed("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parsed("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(
+            parse_duration(" 25h "),
+            Ok(DurationArg {
+                value: Duration::from_secs(25 * 3600),
+                text: "25h".into()
+            })
+        );
         let err = parse_duration("30").unwrap_err();
-        assert!(err.contains("30s"), "{err}");
+        assert_eq!(
+            err.0,
+            "has no unit; write 30s for seconds or 30ms for milliseconds"
+        );
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("soon").unwrap_err().contains("e.g."));
+        assert!(parse_duration("soon").unwrap_err().0.contains("e.g."));
     }
 
     #[test]
@@ -510,7 +730,7 @@ mod tests {
         assert_eq!(parse_signal("TERM"), Ok(libc::SIGTERM));
         assert_eq!(parse_signal("sigint"), Ok(libc::SIGINT));
         assert_eq!(parse_signal("9"), Ok(libc::SIGKILL));
-        assert!(parse_signal("STOP").unwrap_err().contains("does not end"));
+        assert!(parse_signal("STOP").unwrap_err().0.contains("does not end"));
         assert!(parse_signal("FOO").is_err());
         assert!(parse_signal("99").is_err());
     }

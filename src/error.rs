@@ -4,6 +4,7 @@
 
 use crate::backend::BackendError;
 use crate::exit;
+use crate::output::Ev;
 
 /// Why distlock stops on its own account.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +21,12 @@ pub enum Error {
         server: String,
         /// What went wrong.
         source: BackendError,
+        /// What else the user must know (what an attempt may have left behind).
+        note: Option<String>,
     },
+    /// The key is used in another way: as a mutex and a semaphore, or with another limit (65).
+    #[error("{0}")]
+    Conflict(String),
     /// The command does not exist (exit 127).
     #[error("{0}")]
     NotFound(String),
@@ -39,9 +45,22 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Redis { source, .. } if source.is_wrong_type() => exit::DATA,
             Error::Redis { .. } => exit::UNAVAILABLE,
+            Error::Conflict(_) => exit::DATA,
             Error::NotFound(_) => exit::NOT_FOUND,
             Error::CannotExecute(_) => exit::CANNOT_EXECUTE,
             Error::Internal(_) => exit::SOFTWARE,
+        }
+    }
+
+    /// The event of its message (`--log-format json`).
+    pub fn event(&self) -> Ev {
+        match self {
+            Error::Usage(_) => Ev::UsageError,
+            Error::Redis { .. } => Ev::RedisError,
+            Error::Conflict(_) => Ev::LockConflict,
+            Error::NotFound(_) => Ev::CommandNotFound,
+            Error::CannotExecute(_) => Ev::CommandNotExecutable,
+            Error::Internal(_) => Ev::InternalError,
         }
     }
 
@@ -57,9 +76,32 @@ impl Error {
             ),
             _ => None,
         };
-        match hint {
-            Some(hint) => format!("{self}; {hint}"),
-            None => self.to_string(),
+        let mut text = self.to_string();
+        if let Some(hint) = hint {
+            text.push_str("; ");
+            text.push_str(hint);
+        }
+        if let Error::Redis {
+            note: Some(note), ..
+        } = self
+        {
+            text.push_str("; ");
+            text.push_str(note);
+        }
+        text
+    }
+
+    /// A Redis error while `context`, at `server`.
+    pub fn redis(
+        context: impl Into<String>,
+        server: impl Into<String>,
+        source: BackendError,
+    ) -> Self {
+        Error::Redis {
+            context: context.into(),
+            server: server.into(),
+            source,
+            note: None,
         }
     }
 }
@@ -80,13 +122,15 @@ mod tests {
     #[test]
     fn codes() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 64);
-        let redis = |code: &str| Error::Redis {
-            context: "cannot acquire".into(),
-            server: "redis://h:1".into(),
-            source: BackendError::Server {
-                code: code.into(),
-                detail: "d".into(),
-            },
+        let redis = |code: &str| {
+            Error::redis(
+                "cannot acquire",
+                "redis://h:1",
+                BackendError::Server {
+                    code: code.into(),
+                    detail: "d".into(),
+                },
+            )
         };
         assert_eq!(redis("WRONGTYPE").exit_code(), 65);
         assert!(redis("WRONGTYPE").message().contains("--prefix"));

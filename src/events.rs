@@ -24,6 +24,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::backend::{BackendError, Notice};
+use crate::lock::Validity;
 
 /// One thing that happened.
 #[derive(Debug)]
@@ -32,11 +33,8 @@ pub enum Event {
     Signal(i32),
     /// The release channel reported something (see [`Notice`]).
     Subscriber(Notice),
-    /// A renewal sent at `sent` was confirmed: the lock cannot expire before `sent + ttl`.
-    Renewed {
-        /// When the renewal was sent (monotonic clock).
-        sent: Instant,
-    },
+    /// A renewal was confirmed: the lock cannot expire before the end of this validity.
+    Renewed(Validity),
     /// A renewal failed; the renewer keeps retrying.
     RenewFailed(BackendError),
     /// A renewal found that the lock is no longer ours (key gone or someone else's token).
@@ -97,13 +95,14 @@ impl Events {
         self.pending.pop_front()
     }
 
-    /// A terminating signal (INT, TERM, HUP, QUIT) already queued, if any; every other event
-    /// queued so far is dropped (callers use this at points where nothing else matters).
-    pub fn take_termination(&mut self) -> Option<i32> {
+    /// The first queued signal that `wanted` accepts, if any; every other event queued so far
+    /// is dropped (callers use this at points where nothing else matters). Which signals end
+    /// distlock is the signal policy's business: see [`crate::signals::take_termination`].
+    pub fn take_signal(&mut self, wanted: impl Fn(i32) -> bool) -> Option<i32> {
         let mut found = None;
         while let Some(event) = self.try_recv() {
             if let Event::Signal(signal) = event {
-                if crate::child::signals::is_termination(signal) && found.is_none() {
+                if wanted(signal) && found.is_none() {
                     found = Some(signal);
                 }
             }

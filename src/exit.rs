@@ -8,7 +8,8 @@ pub const SUCCESS: u8 = 0;
 pub const FREE: u8 = 1;
 /// Command-line usage error: unknown flag, bad duration, empty key, missing command, bad URL.
 pub const USAGE: u8 = 64;
-/// The Redis key exists but does not hold a lock (another type of value lives there).
+/// The Redis key exists but does not hold a lock (another type of value lives there), or the
+/// lock is used with another `--limit`.
 pub const DATA: u8 = 65;
 /// Redis unreachable, authentication or TLS failure, or Redis refused the command.
 pub const UNAVAILABLE: u8 = 69;
@@ -42,8 +43,9 @@ const ROW_USAGE: Row = Row {
 };
 const ROW_DATA: Row = Row {
     code: "65",
-    meaning: "the Redis key exists but holds another type of value, so it is not a lock; choose \
-              another --key or --prefix",
+    meaning: "the Redis key exists but holds another type of value, so it is not a lock, or the \
+              lock is used with another --limit (a mutex and a semaphore, or two limits); choose \
+              another --key or --prefix, or the same --limit",
 };
 const ROW_UNAVAILABLE: Row = Row {
     code: "69",
@@ -56,7 +58,8 @@ const ROW_SOFTWARE: Row = Row {
 };
 const ROW_BUSY: Row = Row {
     code: "75",
-    meaning: "lock busy: not acquired with --no-wait or within --wait (change it with -E)",
+    meaning: "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
+              waiter (change it with -E)",
 };
 const ROW_INTERRUPTED: Row = Row {
     code: "128+N",
@@ -107,13 +110,17 @@ pub const RUN_TABLE: &[Row] = &[
 pub const ACQUIRE_TABLE: &[Row] = &[
     Row {
         code: "0",
-        meaning: "acquired; the token is on stdout",
+        meaning: "acquired; the token is on stdout, or with --env-file in FILE (stdout stays empty)",
     },
     ROW_INTERRUPTED,
     ROW_USAGE,
     ROW_DATA,
     ROW_UNAVAILABLE,
-    ROW_SOFTWARE,
+    Row {
+        code: "70",
+        meaning: "the token could not be printed, or written to the --env-file, and the lock was \
+                  released; or another internal error",
+    },
     ROW_BUSY,
 ];
 
@@ -125,7 +132,13 @@ pub const STATUS_TABLE: &[Row] = &[
     },
     Row {
         code: "1",
-        meaning: "the lock is free",
+        meaning: "the lock is free (waiters may be in line: it is being handed to the first)",
+    },
+    Row {
+        code: "75",
+        meaning: "Redlock only: the lock is split, no holder has a majority of the nodes (after \
+                  partial acquires, or a node that lost its data): nobody holds it and nobody can \
+                  take it until the nodes' locks expire; retry later",
     },
     ROW_USAGE,
     ROW_DATA,
@@ -146,17 +159,20 @@ pub const LIST_TABLE: &[Row] = &[
 pub const BREAK_TABLE: &[Row] = &[
     Row {
         code: "0",
-        meaning: "the lock was broken (deleted) and its waiters woken",
+        meaning: "broken: the holders shown (or the one --holder names), or some of them, were \
+                  released; the lock or their slots pass to the next waiters in line",
     },
     Row {
         code: "1",
-        meaning: "nothing was broken: the lock was free, changed hands after it was shown, or the \
-                  answer to the confirmation was no",
+        meaning: "nothing was broken: the lock was free, no holder has the --holder id, the \
+                  holders shown changed or left after they were shown, or the answer to the \
+                  confirmation was no",
     },
     Row {
         code: "64",
-        meaning: "usage error, or no confirmation possible: stdin is not a terminal and --yes \
-                  was not given",
+        meaning: "usage error (a --holder id shorter than 4 characters, or one that matches \
+                  several holders), or no confirmation possible: stdin is not a terminal and \
+                  --yes was not given",
     },
     ROW_DATA,
     ROW_UNAVAILABLE,
@@ -227,6 +243,7 @@ mod tests {
             assert!(codes(RUN_TABLE).contains(&c.to_string()), "{c}");
         }
         assert!(codes(STATUS_TABLE).contains(&FREE.to_string()));
+        assert!(codes(STATUS_TABLE).contains(&BUSY.to_string()));
         assert!(codes(TOKEN_TABLE).contains(&NOT_HELD.to_string()));
         assert!(codes(BREAK_TABLE).contains(&FREE.to_string()));
         assert_eq!(SUCCESS, 0);

@@ -41,6 +41,14 @@ pub fn examples(command: &str) -> &'static [Example] {
                 what: "Machine-readable",
                 command: "distlock status -k deploy-prod --json | jq -r .holder.host",
             },
+            Example {
+                what: "Who waits, first in line first",
+                command: "distlock status -k deploy-prod --json | jq -r '.waiting[] | \"\\(.position) \\(.holder.host) \\(.holder.note)\"'",
+            },
+            Example {
+                what: "The ids of a semaphore's holders (for break --holder)",
+                command: "distlock status -k build-pool --json | jq -r '.holders[].id'",
+            },
         ],
         "list" => &[
             Example {
@@ -50,6 +58,10 @@ pub fn examples(command: &str) -> &'static [Example] {
             Example {
                 what: "Only some, as JSON",
                 command: "distlock list 'deploy-*' --json",
+            },
+            Example {
+                what: "The locks that someone waits for",
+                command: "distlock list --json | jq -r '.[] | select(.waiting != []) | .key'",
             },
         ],
         "break" => &[
@@ -61,29 +73,59 @@ pub fn examples(command: &str) -> &'static [Example] {
                 what: "In a script (no terminal to ask on)",
                 command: "distlock break --key deploy-prod --yes",
             },
+            Example {
+                what: "Break one holder of a semaphore, by the id distlock status shows",
+                command: "distlock break --key build-pool --holder 3f2a9c1e",
+            },
         ],
-        "acquire" => &[Example {
-            what: "Hold a lock across several CI steps",
-            command: "TOKEN=$(distlock acquire -k release-train --ttl 30m --note \"release $VERSION\")",
-        }],
-        "renew" => &[Example {
-            what: "Extend it by another 30 minutes from now",
-            command: "distlock renew -k release-train --token \"$TOKEN\" --ttl 30m",
-        }],
-        "release" => &[Example {
-            what: "Release it (the token may also come from DISTLOCK_TOKEN)",
-            command: "distlock release -k release-train --token \"$TOKEN\"",
-        }],
+        "acquire" => &[
+            Example {
+                what: "Hold a lock across the steps of a GitHub Actions job (the step fails unless acquired)",
+                command: "distlock acquire -k release-train --ttl 30m --env-file \"$GITHUB_ENV\"",
+            },
+            Example {
+                what: "In a script: keep the token, and stop unless acquired",
+                command: "TOKEN=$(distlock acquire -k release-train --ttl 30m --note \"release $VERSION\") || exit",
+            },
+        ],
+        "renew" => &[
+            Example {
+                what: "Extend it by 30 minutes from now, in a later step (DISTLOCK_KEY and DISTLOCK_TOKEN set)",
+                command: "distlock renew --ttl 30m",
+            },
+            Example {
+                what: "The same in a script",
+                command: "distlock renew -k release-train --token \"$TOKEN\" --ttl 30m",
+            },
+        ],
+        "release" => &[
+            Example {
+                what: "Release it in the job's last step (DISTLOCK_KEY and DISTLOCK_TOKEN set)",
+                command: "distlock release",
+            },
+            Example {
+                what: "The same in a script",
+                command: "distlock release -k release-train --token \"$TOKEN\"",
+            },
+        ],
         _ => &[],
     }
 }
 
-/// The text after a subcommand's `--help`: its exit codes and examples.
+/// The text after a subcommand's `--help` (`""`: the top level's): its exit codes and examples.
+/// The top level lists the codes of `run`, the main job, and says where the others are.
 pub fn after_help(command: &str) -> String {
     let mut text = String::new();
-    let table = exit::table(command);
+    let (heading, table) = if command.is_empty() {
+        (
+            "Exit status of distlock run (other commands: see 'distlock COMMAND --help'):\n",
+            exit::RUN_TABLE,
+        )
+    } else {
+        ("Exit status:\n", exit::table(command))
+    };
     if !table.is_empty() {
-        text.push_str("Exit status:\n");
+        text.push_str(heading);
         text.push_str(&table_text(table));
     }
     let examples = examples(command);
@@ -132,6 +174,34 @@ mod tests {
             );
         }
         assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    }
+
+    #[test]
+    fn top_level_help_lists_the_codes_of_run_and_points_to_the_others() {
+        let text = after_help("");
+        for row in exit::RUN_TABLE {
+            assert!(text.contains(&format!("  {} ", row.code)), "{}", row.code);
+        }
+        assert!(text.contains("distlock COMMAND --help"), "{text}");
+        assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    }
+
+    #[test]
+    fn no_example_loses_the_exit_status_of_acquire() {
+        // `export T=$(distlock acquire ...)` and `echo "T=$(...)" >> FILE` exit 0 when acquire
+        // fails, and the job goes on without the lock.
+        for command in ["", "run", "acquire", "renew", "release"] {
+            for example in examples(command) {
+                if example.command.contains("$(distlock acquire") {
+                    assert!(
+                        example.command.starts_with("TOKEN=$(")
+                            && example.command.ends_with(") || exit"),
+                        "{}",
+                        example.command
+                    );
+                }
+            }
+        }
     }
 
     #[test]

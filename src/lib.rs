@@ -3,7 +3,7 @@
 //! # Data flow
 //!
 //! ```text
-//! argv -> cli::Cli -> config::Config -> backend (connect) -> lock::SingleNode
+//! argv -> cli::Cli -> config::Config -> lock::open (a worker thread connects) -> dyn Lock
 //!      -> wait::acquire -> renew::Renewer (thread) + child::spawn
 //!      -> child::supervise (signals, reaping, kill deadlines) -> Ending
 //!      -> release (always, bounded) -> exit code (exit.rs)
@@ -16,8 +16,11 @@
 //! * [`backend`]: the only module that names redis-rs types;
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface;
 //! * [`wait`] and [`renew`]: the engine around a `Lock`;
-//! * [`child`]: the process group, terminal, signals and supervision;
-//! * [`output`]: the one place that prints; [`error`] and [`exit`]: how distlock ends.
+//! * [`signals`] and [`events`]: the process-wide signal policy, and the one channel the main
+//!   thread waits on (signals, release notifications, renewals);
+//! * [`child`]: the process group, the guard, the terminal and supervision;
+//! * [`output`]: the one place that prints; [`error`] and [`exit`]: how distlock ends;
+//! * [`envfile`]: the `NAME=value` file `acquire --env-file` hands a lock to later CI steps in.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -26,6 +29,7 @@ pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod envfile;
 pub mod error;
 pub mod events;
 pub mod exit;
@@ -33,6 +37,7 @@ pub mod help;
 pub mod lock;
 pub mod output;
 pub mod renew;
+pub mod signals;
 pub mod wait;
 
 use crate::commands::Exit;
@@ -47,51 +52,54 @@ pub fn main() -> ! {
         .skip(1)
         .take_while(|a| *a != "--")
         .any(|a| a == "-h" || a == "--help" || a == "help");
-    let command = if wants_docs {
+    let mut command = if wants_docs {
         cli::documented_command()
     } else {
         <cli::Cli as clap::CommandFactory>::command()
     };
-    let cli = match command
-        .try_get_matches_from(&args)
-        .and_then(|m| <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m))
-    {
-        Ok(cli) => cli,
-        Err(err) => usage_error(err),
+    let (cli, origins) = match command.try_get_matches_from_mut(&args).and_then(|m| {
+        let cli = <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
+        Ok((cli, config::Origins::of(&command, &m)))
+    }) {
+        Ok(parsed) => parsed,
+        Err(err) => usage_error(err, &command, &args),
     };
-    let out = config::output_for(&cli);
-    let result = Config::from_cli(cli).and_then(|cfg| {
+    let mut out = config::output_for(&cli);
+    let result = Config::from_cli(cli, &origins).and_then(|cfg| {
+        // The decided output also names the lock: errors below are about it too.
+        out = cfg.output.clone();
         let out = &cfg.output;
         match cfg.command {
             CommandConfig::Run(run) => commands::run::run(run, out),
-            CommandConfig::Acquire(take) => commands::acquire::acquire(take, out),
+            CommandConfig::Acquire(acquire) => commands::acquire::acquire(acquire, out),
             CommandConfig::Status {
-                connector,
+                topology,
                 name,
                 json,
-            } => commands::inspect::status(connector, name, json, out),
+            } => commands::inspect::status(topology, name, json, out),
             CommandConfig::List {
-                connector,
+                topology,
                 prefix,
                 pattern,
                 json,
-            } => commands::inspect::list(connector, &prefix, &pattern, json, out),
+            } => commands::inspect::list(topology, &prefix, &pattern, json, out),
             CommandConfig::Break {
-                connector,
+                topology,
                 name,
+                holder,
                 yes,
-            } => commands::inspect::break_lock(connector, name, yes, out),
+            } => commands::inspect::break_lock(topology, name, holder, yes, out),
             CommandConfig::Renew {
-                connector,
+                topology,
                 name,
                 token,
                 ttl,
-            } => commands::token::renew(connector, name, token, ttl, out),
+            } => commands::token::renew(topology, name, token, ttl, out),
             CommandConfig::Release {
-                connector,
+                topology,
                 name,
                 token,
-            } => commands::token::release(connector, name, token, out),
+            } => commands::token::release(topology, name, token, out),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }
@@ -99,17 +107,22 @@ pub fn main() -> ! {
     });
     match result {
         Ok(Exit::Code(code)) => std::process::exit(i32::from(code)),
-        Ok(Exit::Signal(signal)) => child::signals::die_of(signal),
+        Ok(Exit::Signal(signal)) => signals::die_of(signal),
         Err(err) => {
-            out.error(err.message());
-            std::process::exit(i32::from(err.exit_code()))
+            let code = err.exit_code();
+            out.error(err.event(), output::Msg::new(err.message()).exit(code));
+            std::process::exit(i32::from(code))
         }
     }
 }
 
-/// Report a command-line error as one line (`--help` and `--version` print normally) and exit.
-fn usage_error(err: clap::Error) -> ! {
+/// Report a command-line error as one line, plus one per clap tip (`--help` and `--version` print
+/// normally), and exit. `command` and `args` are what clap parsed, to tell where a refused value
+/// came from.
+fn usage_error(err: clap::Error, command: &clap::Command, args: &[std::ffi::OsString]) -> ! {
     use clap::error::ErrorKind;
+    // (Help on a missing subcommand is only for a bare `distlock`: with --log-format or
+    // DISTLOCK_LOG_FORMAT, clap reports the missing subcommand as an error, a JSON line below.)
     if matches!(
         err.kind(),
         ErrorKind::DisplayHelp
@@ -124,14 +137,53 @@ fn usage_error(err: clap::Error) -> ! {
         };
         std::process::exit(i32::from(code));
     }
-    let out = output::Output::new(output::Level::Normal, secrets_in_args());
-    out.error(one_line(&err.render().to_string()));
+    let format = format_in_args(args, std::env::var_os("DISTLOCK_LOG_FORMAT"));
+    let out = output::Output::new(output::Level::Normal, format, secrets_in_args());
+    let mut lines = message_lines(&err.render().to_string());
+    if let (Some(first), Some(refused)) = (lines.first_mut(), refused_value(&err, command, args)) {
+        *first = refused.reword(first);
+    }
+    let mut lines = lines.into_iter();
+    if let Some(first) = lines.next() {
+        out.error(
+            output::Ev::UsageError,
+            output::Msg::new(first).exit(exit::USAGE),
+        );
+    }
+    for tip in lines {
+        out.error(output::Ev::UsageTip, tip);
+    }
     std::process::exit(i32::from(exit::USAGE))
 }
 
-/// clap's multi-line message folded into one line: the error, its tip, and where to look.
-fn one_line(rendered: &str) -> String {
+/// The message format asked for by a command line that clap refused (so there are no matches to
+/// ask): the last `--log-format F` or `--log-format=F` before `--`, else `env` (the value of
+/// `DISTLOCK_LOG_FORMAT`), as clap would have decided; JSON only for exactly `json`, as clap
+/// accepts no other spelling. Words after `--` belong to the command of `run`. (A command given
+/// without `--` whose own arguments include `--log-format json` is taken for ours: the price of
+/// not parsing what clap could not.)
+fn format_in_args(args: &[std::ffi::OsString], env: Option<std::ffi::OsString>) -> output::Format {
+    let mut chosen = env;
+    let mut words = args.iter().skip(1).take_while(|a| *a != "--");
+    while let Some(word) = words.next() {
+        if word == "--log-format" {
+            chosen = words.next().cloned();
+        } else if let Some(value) = word.to_str().and_then(|w| w.strip_prefix("--log-format=")) {
+            chosen = Some(value.into());
+        }
+    }
+    if chosen.is_some_and(|f| f == "json") {
+        output::Format::Json
+    } else {
+        output::Format::Text
+    }
+}
+
+/// clap's multi-line message as distlock's lines: the error folded into the first line with where
+/// to look, then each `tip:` on a line of its own (every line gets the `distlock: ` prefix).
+fn message_lines(rendered: &str) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
+    let mut tips: Vec<String> = Vec::new();
     let mut usage = None;
     for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(rest) = line.strip_prefix("error: ") {
@@ -140,6 +192,8 @@ fn one_line(rendered: &str) -> String {
             usage = Some(rest.to_owned());
         } else if line.starts_with("For more information") {
             continue;
+        } else if line.starts_with("tip: ") {
+            tips.push(line.to_owned());
         } else {
             parts.push(line.to_owned());
         }
@@ -148,7 +202,134 @@ fn one_line(rendered: &str) -> String {
     if let Some(usage) = usage {
         text.push_str(&format!(" (usage: {usage}; see --help)"));
     }
-    text
+    std::iter::once(text).chain(tips).collect()
+}
+
+/// A value clap refused (a bad duration, signal, number or choice), and where it came from.
+struct Refused {
+    /// The argument as clap names it in its message: `--ttl <DUR>`.
+    shown: String,
+    /// Its long flag, if it has one.
+    long: Option<String>,
+    /// The environment variable the value was read from, if it was.
+    env_var: Option<String>,
+    /// The value, made safe to print.
+    value: String,
+    /// distlock's own reason (worded to follow the value), if the refusal is distlock's.
+    reason: Option<String>,
+}
+
+impl Refused {
+    /// The first line of the message, in place of clap's `first`: `--ttl 30 has no unit; ...`
+    /// or `DISTLOCK_TTL=30 (from the environment) has no unit; ...`. Refusals of clap's own
+    /// (numbers, choices) keep clap's words, with the variable in place of the flag.
+    fn reword(&self, first: &str) -> String {
+        match (&self.env_var, &self.reason, &self.long) {
+            (Some(var), Some(reason), _) => {
+                format!("{var}={} (from the environment) {reason}", self.value)
+            }
+            (None, Some(reason), Some(long)) => format!("--{long} {} {reason}", self.value),
+            (Some(var), None, _) => first.replace(
+                &format!("'{}'", self.shown),
+                &format!("{var} (from the environment)"),
+            ),
+            (None, _, _) => first.to_owned(),
+        }
+    }
+}
+
+/// The value clap refused in `err`, if that is what `err` is about.
+fn refused_value(
+    err: &clap::Error,
+    command: &clap::Command,
+    args: &[std::ffi::OsString],
+) -> Option<Refused> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        err.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return None;
+    }
+    let (Some(ContextValue::String(shown)), Some(ContextValue::String(value))) = (
+        err.get(ContextKind::InvalidArg),
+        err.get(ContextKind::InvalidValue),
+    ) else {
+        return None;
+    };
+    // Every subcommand built, not only the one parsed: clap cannot name an unbuilt argument.
+    let mut command = command.clone();
+    command.build();
+    let arg = find_arg(&command, shown)?;
+    let env_var = arg
+        .get_env()
+        .filter(|var| came_from_env(err, arg.get_id().as_str(), var, value, args))
+        .map(|var| var.to_string_lossy().into_owned());
+    let reason = std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<cli::BadValue>())
+        .map(|bad| bad.0.clone());
+    Some(Refused {
+        shown: shown.clone(),
+        long: arg.get_long().map(str::to_owned),
+        env_var,
+        value: if value.is_empty() || value.contains(char::is_whitespace) {
+            output::quote(value)
+        } else {
+            output::sanitize(value)
+        },
+        reason,
+    })
+}
+
+/// The argument clap names `shown` (`--ttl <DUR>`) in its messages, in `command` or a subcommand.
+fn find_arg<'c>(command: &'c clap::Command, shown: &str) -> Option<&'c clap::Arg> {
+    command
+        .get_arguments()
+        .find(|arg| arg.to_string() == shown)
+        .or_else(|| {
+            command
+                .get_subcommands()
+                .find_map(|sub| find_arg(sub, shown))
+        })
+}
+
+/// Whether the `value` of argument `id` that `err` refused came from its environment variable
+/// `var`: the variable holds exactly that value, and the same command line parsed without the
+/// variable does not refuse it again (so it was not typed). Parsing again leaves to clap what
+/// counts as typed (`-t30`, `--ttl=30`, `-nt 30`, words after the command); it costs a parse,
+/// on this error path only.
+fn came_from_env(
+    err: &clap::Error,
+    id: &str,
+    var: &std::ffi::OsStr,
+    value: &str,
+    args: &[std::ffi::OsString],
+) -> bool {
+    use clap::error::ContextKind;
+    if std::env::var_os(var).as_deref() != Some(std::ffi::OsStr::new(value)) {
+        return false;
+    }
+    let without_var = |command: clap::Command| {
+        if command.get_arguments().any(|a| a.get_id() == id) {
+            command.mut_arg(id, |a| a.env(None))
+        } else {
+            command
+        }
+    };
+    let mut command = without_var(<cli::Cli as clap::CommandFactory>::command());
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, without_var);
+    }
+    match command.try_get_matches_from(args) {
+        Ok(_) => true,
+        Err(again) => [ContextKind::InvalidArg, ContextKind::InvalidValue]
+            .into_iter()
+            .any(|kind| again.get(kind) != err.get(kind)),
+    }
 }
 
 /// Passwords in a --redis argument that clap refused to parse, so they can be redacted.
@@ -166,11 +347,87 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clap_errors_fold_into_one_line() {
-        let text = "error: unexpected argument '--foo' found\n\n  tip: to pass '--foo' as a value, use '-- --foo'\n\nUsage: distlock run --key <KEY> <COMMAND>...\n\nFor more information, try '--help'.\n";
+    fn refused_values_are_named_the_way_they_were_set() {
+        let refused = |env_var: Option<&str>, reason: Option<&str>| Refused {
+            shown: "--ttl <DUR>".into(),
+            long: Some("ttl".into()),
+            env_var: env_var.map(Into::into),
+            value: "30".into(),
+            reason: reason.map(Into::into),
+        };
+        let clap = "invalid value '30' for '--ttl <DUR>': no unit";
         assert_eq!(
-            one_line(text),
-            "unexpected argument '--foo' found tip: to pass '--foo' as a value, use '-- --foo' (usage: distlock run --key <KEY> <COMMAND>...; see --help)"
+            refused(None, Some("has no unit")).reword(clap),
+            "--ttl 30 has no unit"
+        );
+        assert_eq!(
+            refused(Some("DISTLOCK_TTL"), Some("has no unit")).reword(clap),
+            "DISTLOCK_TTL=30 (from the environment) has no unit"
+        );
+        // A refusal of clap's own keeps its words, with the variable in place of the flag.
+        assert_eq!(
+            refused(Some("DISTLOCK_TTL"), None).reword(clap),
+            "invalid value '30' for DISTLOCK_TTL (from the environment): no unit"
+        );
+        assert_eq!(refused(None, None).reword(clap), clap);
+    }
+
+    #[test]
+    fn the_message_format_is_found_in_arguments_clap_refused() {
+        use output::Format::{Json, Text};
+        let format = |args: &[&str], env: Option<&str>| {
+            let args: Vec<std::ffi::OsString> = std::iter::once("distlock")
+                .chain(args.iter().copied())
+                .map(Into::into)
+                .collect();
+            format_in_args(&args, env.map(Into::into))
+        };
+        assert_eq!(
+            format(&["--log-format", "json", "run", "--ttl", "30"], None),
+            Json
+        );
+        assert_eq!(
+            format(&["run", "--log-format=json", "--ttl", "30"], None),
+            Json
+        );
+        assert_eq!(format(&["run", "--ttl", "30"], Some("json")), Json);
+        assert_eq!(format(&["run", "--ttl", "30"], None), Text);
+        // Typed wins over the environment; the last one typed wins; no other spelling.
+        assert_eq!(format(&["--log-format", "text", "run"], Some("json")), Text);
+        assert_eq!(
+            format(
+                &["--log-format", "json", "run", "--log-format", "text"],
+                None
+            ),
+            Text
+        );
+        assert_eq!(format(&["--log-format", "JSON", "run"], None), Text);
+        assert_eq!(format(&["run"], Some("yaml")), Text);
+        // The command's own arguments are not ours.
+        assert_eq!(
+            format(
+                &["run", "-k", "k", "--", "tool", "--log-format", "json"],
+                None
+            ),
+            Text
+        );
+    }
+
+    #[test]
+    fn clap_errors_fold_into_one_line_and_tips_get_their_own() {
+        let text = "error: unexpected argument '--kil-grace' found\n\n  tip: a similar argument exists: '--kill-grace'\n  tip: to pass '--kil-grace' as a value, use '-- --kil-grace'\n\nUsage: distlock run --key <KEY> <COMMAND>...\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            message_lines(text),
+            [
+                "unexpected argument '--kil-grace' found (usage: distlock run --key <KEY> <COMMAND>...; see --help)",
+                "tip: a similar argument exists: '--kill-grace'",
+                "tip: to pass '--kil-grace' as a value, use '-- --kil-grace'",
+            ]
+        );
+        let text = "error: invalid value 'pol' for '--wait-mode <MODE>'\n  [possible values: notify, spin]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            message_lines(text),
+            ["invalid value 'pol' for '--wait-mode <MODE>' [possible values: notify, spin]"]
         );
     }
 }

@@ -14,8 +14,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::backend::Budget;
 use crate::events::{Event, Sender};
-use crate::lock::{Lock, Ownership, Token};
+use crate::lock::{Extended, Lock, Token, Validity};
 
 /// When to stop the child if renewals stop succeeding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,34 +25,66 @@ pub struct Deadlines {
     pub ttl: Duration,
     /// Time between the kill signal and SIGKILL.
     pub grace: Duration,
-    /// Safety margin before expiry: clock-rate drift between us and Redis, and the time a
-    /// SIGKILL takes to land.
-    pub margin: Duration,
 }
 
 impl Deadlines {
-    /// The safety margin for `ttl`: 100ms plus 1% of the TTL (Redis and our monotonic clock may
-    /// tick at slightly different rates; Redlock's analysis uses the same 1%).
+    /// The safety margin before the expiry of a lock set with `ttl`: 100ms plus 1% of it
+    /// (Redis and our monotonic clock may tick at slightly different rates, by an amount that
+    /// grows with the time measured; Redlock's analysis uses the same 1%), and the time a
+    /// SIGKILL takes to land.
     pub fn margin_for(ttl: Duration) -> Duration {
         Duration::from_millis(100) + ttl / 100
     }
 
-    /// When to send the kill signal, given the send time of the last confirmed renewal.
-    pub fn term_at(&self, last_ok: Instant) -> Instant {
-        last_ok + self.ttl.saturating_sub(self.grace + self.margin)
+    /// The margin for the full TTL.
+    pub fn margin(&self) -> Duration {
+        Self::margin_for(self.ttl)
+    }
+
+    /// When to send the kill signal, given the validity of the last confirmed grant or renewal.
+    pub fn term_at(&self, v: Validity) -> Instant {
+        v.anchor + v.ttl.saturating_sub(self.grace + Self::margin_for(v.ttl))
     }
 
     /// When to send SIGKILL at the latest.
-    pub fn kill_at(&self, last_ok: Instant) -> Instant {
-        last_ok + self.ttl.saturating_sub(self.margin)
+    pub fn kill_at(&self, v: Validity) -> Instant {
+        v.anchor + v.ttl.saturating_sub(Self::margin_for(v.ttl))
+    }
+
+    /// When to renew a lock whose last confirmed validity is `v`: every `every`; sooner when
+    /// `v` is a short claim: a quarter of the way to the kill signal, which leaves time for a
+    /// whole Redis timeout and a retry before it.
+    ///
+    /// A validity a little short of the TTL (a Redlock's: the TTL minus the drift and the time
+    /// its round took) is not a claim: it is renewed every `every` as long as that leaves at
+    /// least as much time again before the kill signal.
+    pub fn next_renewal(&self, v: Validity, every: Duration) -> Instant {
+        let room = v.ttl.saturating_sub(self.grace + Self::margin_for(v.ttl));
+        if v.ttl >= self.ttl || room >= every * 2 {
+            return v.anchor + every;
+        }
+        v.anchor + every.min(room / 4)
     }
 
     /// The time left, after a renewal was due, to retry it before the kill signal: what a blip
     /// of Redis may last without costing the child its life.
     pub fn retry_window(&self, renew_every: Duration) -> Option<Duration> {
         self.ttl
-            .checked_sub(self.grace + self.margin + renew_every)
+            .checked_sub(self.grace + self.margin() + renew_every)
             .filter(|d| !d.is_zero())
+    }
+
+    /// The claim an acquire attempt asks for (see [`crate::lock`]): long enough that, after
+    /// the grant, the kill schedule (`grace` and the margin) still leaves room to extend the
+    /// lock to its full TTL, and never longer than the TTL. The room is what the first extension
+    /// may take, retries included: two Redis timeouts, at least 2s. With the defaults (30s TTL,
+    /// 5s grace, 2s timeout) the claim is 9.2s; for `acquire` (no grace), 4.2s.
+    pub fn claim(&self, redis_timeout: Duration) -> Duration {
+        let room = Duration::from_secs(2).max(redis_timeout * 2);
+        // claim - grace - margin_for(claim) = room, with margin_for(c) = 100ms + c/100.
+        let claim = (room + self.grace + Duration::from_millis(100)).mul_f64(100.0 / 99.0);
+        let claim = Duration::from_millis(u64::try_from(claim.as_millis()).unwrap_or(u64::MAX) + 1);
+        claim.min(self.ttl)
     }
 }
 
@@ -70,8 +103,12 @@ pub struct RenewSpec {
     pub ttl: Duration,
     /// The renewal interval.
     pub every: Duration,
-    /// Send time of the last confirmed acquire or renewal.
-    pub last_ok: Instant,
+    /// The kill schedule (renewals are timed so that a failed one can be retried before it).
+    pub deadlines: Deadlines,
+    /// The validity of the grant (a claim) or of the last confirmed renewal.
+    pub validity: Validity,
+    /// Each attempt's Redis budget.
+    pub timeout: Duration,
     /// Where to report.
     pub events: Sender,
 }
@@ -100,7 +137,10 @@ impl Renewer {
     /// When the thread should be started (half-way to the first renewal), if it is not yet.
     pub fn start_at(&self) -> Option<Instant> {
         match &self.state {
-            State::Pending(spec) => Some(spec.last_ok + spec.every / 2),
+            State::Pending(spec) => {
+                let first = spec.deadlines.next_renewal(spec.validity, spec.every);
+                Some(spec.validity.anchor + first.duration_since(spec.validity.anchor) / 2)
+            }
             _ => None,
         }
     }
@@ -153,24 +193,25 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
         token,
         ttl,
         every,
-        last_ok,
+        deadlines,
+        validity,
+        timeout,
         events,
     } = spec;
-    let mut next = last_ok + every;
+    let mut next = deadlines.next_renewal(validity, every);
     let mut failures = 0u32;
     loop {
         match commands.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             Ok(Command::Now) | Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let sent = Instant::now();
-        let event = match lock.extend(&token, ttl) {
-            Ok(Ownership::Held) => {
+        let event = match lock.extend(&token, ttl, &Budget::within(timeout)) {
+            Ok(Extended::Held(validity)) => {
                 failures = 0;
-                next = sent + every;
-                Event::Renewed { sent }
+                next = deadlines.next_renewal(validity, every);
+                Event::Renewed(validity)
             }
-            Ok(Ownership::NotHeld) => {
+            Ok(Extended::NotHeld) => {
                 events.send(Event::NotHeld);
                 return;
             }
@@ -200,11 +241,16 @@ mod tests {
     use super::*;
 
     fn deadlines(ttl_ms: u64, grace_ms: u64) -> Deadlines {
-        let ttl = Duration::from_millis(ttl_ms);
         Deadlines {
-            ttl,
+            ttl: Duration::from_millis(ttl_ms),
             grace: Duration::from_millis(grace_ms),
-            margin: Deadlines::margin_for(ttl),
+        }
+    }
+
+    fn valid(anchor: Instant, ms: u64) -> Validity {
+        Validity {
+            anchor,
+            ttl: Duration::from_millis(ms),
         }
     }
 
@@ -212,10 +258,63 @@ mod tests {
     fn kill_sequence_ends_before_expiry() {
         let d = deadlines(30_000, 5_000);
         let t0 = Instant::now();
-        assert_eq!(d.margin, Duration::from_millis(400));
-        assert_eq!(d.term_at(t0) - t0, Duration::from_millis(24_600));
-        assert_eq!(d.kill_at(t0) - t0, Duration::from_millis(29_600));
-        assert!(d.kill_at(t0) < t0 + d.ttl);
+        let v = valid(t0, 30_000);
+        assert_eq!(d.margin(), Duration::from_millis(400));
+        assert_eq!(d.term_at(v) - t0, Duration::from_millis(24_600));
+        assert_eq!(d.kill_at(v) - t0, Duration::from_millis(29_600));
+        assert!(d.kill_at(v) < v.earliest_expiry());
+    }
+
+    #[test]
+    fn a_claim_leaves_room_to_extend_it_before_the_kill_signal() {
+        let d = deadlines(30_000, 5_000);
+        let claim = d.claim(Duration::from_secs(2));
+        assert_eq!(claim, Duration::from_millis(9_192));
+        let t0 = Instant::now();
+        let v = valid(t0, u64::try_from(claim.as_millis()).unwrap());
+        // Two Redis timeouts to extend it before the kill signal; killed before it can expire.
+        let room = d.term_at(v) - t0;
+        assert!(room >= Duration::from_secs(4), "{room:?}");
+        assert!(room < Duration::from_millis(4_050), "{room:?}");
+        assert!(d.kill_at(v) < v.earliest_expiry());
+        // The first renewal comes a quarter of the way, not after the usual third of the TTL.
+        assert_eq!(d.next_renewal(v, Duration::from_secs(10)) - t0, room / 4);
+        // A slow Redis gets two of its timeouts.
+        let slow = d.claim(Duration::from_secs(5));
+        assert!(slow < Duration::from_secs(16), "{slow:?}");
+        assert!(
+            d.term_at(valid(t0, u64::try_from(slow.as_millis()).unwrap())) - t0
+                >= Duration::from_secs(10)
+        );
+        // Never longer than the TTL; acquire (no grace) claims little.
+        assert_eq!(
+            deadlines(1_000, 200).claim(Duration::from_secs(2)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            deadlines(30_000, 0).claim(Duration::from_secs(2)),
+            Duration::from_millis(4_142)
+        );
+    }
+
+    #[test]
+    fn renewals_of_a_full_ttl_come_every_interval() {
+        let d = deadlines(30_000, 5_000);
+        let t0 = Instant::now();
+        assert_eq!(
+            d.next_renewal(valid(t0, 30_000), Duration::from_secs(10)) - t0,
+            Duration::from_secs(10)
+        );
+        // A Redlock's validity: the TTL less the drift (1% + 2ms) and its round's time.
+        assert_eq!(
+            d.next_renewal(valid(t0, 29_650), Duration::from_secs(10)) - t0,
+            Duration::from_secs(10)
+        );
+        // Short of twice the interval before the kill signal: sooner.
+        let tight = deadlines(10_000, 2_000);
+        let v = valid(t0, 9_850);
+        let room = tight.term_at(v) - t0;
+        assert_eq!(tight.next_renewal(v, Duration::from_secs(5)) - t0, room / 4);
     }
 
     #[test]

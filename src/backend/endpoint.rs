@@ -65,6 +65,30 @@ impl Endpoint {
         self.password.as_deref()
     }
 
+    /// The same URL (scheme, credentials, database, TLS settings) for the server at
+    /// `host:port`: a Cluster node that a seed leads to.
+    pub(super) fn at(&self, host: &str, port: u16) -> Endpoint {
+        let addr = match self.info.addr() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        let info = self.info.clone().set_addr(addr);
+        Endpoint {
+            display: display(&info),
+            info,
+            password: self.password.clone(),
+        }
+    }
+
     /// Whether the connection uses TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.info.addr(), ConnectionAddr::TcpTls { .. })

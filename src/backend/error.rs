@@ -1,25 +1,36 @@
-//! Errors from talking to Redis, classified by what the caller can do about them.
+//! Errors from talking to Redis, classified by what the caller can do about them: retry,
+//! reconnect, or give up; and, for a request whose reply never came, whether it may have been
+//! applied. Each error says its cause once; [`BackendError::hint`] adds what to do, once.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Why a Redis operation failed.
 #[derive(Clone, Debug)]
 pub enum BackendError {
-    /// No connection could be made (refused, unreachable, DNS, connect timeout). Nothing was sent.
+    /// No connection could be made (refused, unreachable, unknown host). Nothing was sent.
     Connect(String),
-    /// The server refused our credentials. Fatal: retrying with the same password cannot help.
-    Auth(String),
-    /// The TLS handshake failed (untrusted certificate, wrong host name, protocol mismatch).
-    /// Fatal: retrying cannot help.
-    Tls(String),
-    /// The connection failed or timed out after the command was sent: the command may or may not
-    /// have been applied.
-    Io {
-        /// A timeout (rather than a dropped connection).
-        timeout: bool,
-        /// What happened, for messages.
-        detail: String,
+    /// No reply within the time allowed.
+    Timeout {
+        /// Whether our request had been sent: if so, it may have been applied.
+        sent: bool,
+        /// How long we waited.
+        after: Duration,
     },
+    /// The connection broke after the request was sent: it may have been applied.
+    Lost(String),
+    /// The caller was interrupted (a signal) before the reply came.
+    Interrupted {
+        /// Whether our request had been sent: if so, it may have been applied.
+        sent: bool,
+    },
+    /// The server refused our credentials, or wants some we did not give. Fatal.
+    Auth(String),
+    /// The TLS handshake failed (untrusted certificate, wrong host name). Fatal.
+    Tls(String),
+    /// The other end does not speak what we speak: TLS against a plain-text server or the
+    /// reverse, or not Redis at all. Fatal; the text says what to change.
+    Mismatch(String),
     /// The server answered with an error (`code` is its first word, e.g. `NOPERM`).
     Server {
         /// The Redis error code (`ERR`, `WRONGTYPE`, `NOPERM`, `READONLY`, `LOADING`, ...).
@@ -29,29 +40,75 @@ pub enum BackendError {
     },
     /// The server answered with something the script never returns. A bug or a foreign key.
     Reply(String),
+    /// `--replicas`: fewer replicas than required acknowledged a write in time.
+    NotReplicated(Box<Unreplicated>),
+}
+
+/// A write that `--replicas` could not confirm.
+#[derive(Clone, Debug)]
+pub struct Unreplicated {
+    /// How many replicas acknowledged it (0 when the count could not be read).
+    pub acked: u32,
+    /// How many were required.
+    pub wanted: u32,
+    /// How long we waited.
+    pub within: Duration,
+    /// Why the count could not be read, if it could not.
+    pub detail: Option<String>,
 }
 
 impl BackendError {
     /// Worth retrying (possibly after reconnecting): the server or the network may recover.
     pub fn is_transient(&self) -> bool {
         match self {
-            BackendError::Connect(_) | BackendError::Io { .. } => true,
+            BackendError::Connect(_) | BackendError::Timeout { .. } | BackendError::Lost(_) => true,
             BackendError::Server { code, .. } => matches!(
                 code.as_str(),
                 "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "OOM" | "READONLY"
             ),
-            BackendError::Auth(_) | BackendError::Tls(_) | BackendError::Reply(_) => false,
+            BackendError::Interrupted { .. }
+            | BackendError::Auth(_)
+            | BackendError::Tls(_)
+            | BackendError::Mismatch(_)
+            | BackendError::Reply(_)
+            | BackendError::NotReplicated(_) => false,
         }
     }
 
-    /// The command may have been applied although no reply arrived.
+    /// Whether a server that has never answered shows a problem of configuration (wrong port,
+    /// wrong protocol, wrong credentials) rather than a slow or restarting server: such an
+    /// error is reported at once instead of being retried.
+    pub fn is_misconfiguration(&self) -> bool {
+        match self {
+            BackendError::Connect(_)
+            | BackendError::Auth(_)
+            | BackendError::Tls(_)
+            | BackendError::Mismatch(_) => true,
+            BackendError::Server { code, .. } => !matches!(
+                code.as_str(),
+                "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN"
+            ),
+            BackendError::Timeout { .. }
+            | BackendError::Lost(_)
+            | BackendError::Interrupted { .. }
+            | BackendError::Reply(_)
+            | BackendError::NotReplicated(_) => false,
+        }
+    }
+
+    /// The request may have been applied although no reply arrived.
     pub fn maybe_applied(&self) -> bool {
-        matches!(self, BackendError::Io { .. })
+        matches!(
+            self,
+            BackendError::Timeout { sent: true, .. }
+                | BackendError::Lost(_)
+                | BackendError::Interrupted { sent: true }
+        )
     }
 
     /// No reply arrived in time (the server may just be slow).
     pub fn is_timeout(&self) -> bool {
-        matches!(self, BackendError::Io { timeout: true, .. })
+        matches!(self, BackendError::Timeout { .. })
     }
 
     /// The server holds another type of value at the key.
@@ -71,9 +128,10 @@ impl BackendError {
             BackendError::Auth(_) => {
                 Some("check the user name and password in the URL: redis://USER:PASSWORD@HOST")
             }
-            BackendError::Io { timeout: true, .. } => {
-                Some("Redis did not answer in time; raise --redis-timeout if it is just slow")
-            }
+            BackendError::Timeout { .. } => Some("raise --redis-timeout if Redis is just slow"),
+            BackendError::NotReplicated(_) => Some(
+                "check the primary's replicas (INFO replication), or raise --replicas-timeout, or lower --replicas",
+            ),
             BackendError::Server { code, detail } => match code.as_str() {
                 "NOPERM" => Some(ACL_HINT),
                 "ERR" if detail.contains("user executing the script") => Some(ACL_HINT),
@@ -90,25 +148,45 @@ impl BackendError {
     }
 }
 
-/// What an ACL user needs for distlock.
-const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +script|load +subscribe +get +set +pexpire +pttl +del +publish +hset +hget +hgetall +time";
+/// What an ACL user needs for distlock (the README's "Redis key layout" and "Choosing a
+/// topology" say the same).
+const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time, and +scan for list; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BackendError::Connect(detail) => write!(f, "cannot connect: {detail}"),
+            BackendError::Timeout { sent: true, after } => {
+                write!(f, "no answer within {}", crate::output::duration(*after))
+            }
+            BackendError::Timeout { sent: false, after } => write!(
+                f,
+                "could not connect within {}",
+                crate::output::duration(*after)
+            ),
+            BackendError::Lost(detail) => write!(f, "connection lost ({detail})"),
+            BackendError::Interrupted { .. } => write!(f, "interrupted"),
             BackendError::Auth(detail) => write!(f, "authentication failed: {detail}"),
             BackendError::Tls(detail) => write!(f, "TLS failure: {detail}"),
-            BackendError::Io {
-                timeout: true,
-                detail,
-            } => write!(f, "Redis did not answer {detail}"),
-            BackendError::Io {
-                timeout: false,
-                detail,
-            } => write!(f, "connection lost ({detail})"),
+            BackendError::Mismatch(detail) => f.write_str(detail),
             BackendError::Server { code, detail } => write!(f, "Redis error {code} {detail}"),
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
+            BackendError::NotReplicated(u) => match &u.detail {
+                None => write!(
+                    f,
+                    "only {} of the {} replica{} required acknowledged the write within {}",
+                    u.acked,
+                    u.wanted,
+                    if u.wanted == 1 { "" } else { "s" },
+                    crate::output::duration(u.within)
+                ),
+                Some(detail) => write!(
+                    f,
+                    "could not learn whether {} replica{} acknowledged the write ({detail})",
+                    u.wanted,
+                    if u.wanted == 1 { "" } else { "s" },
+                ),
+            },
         }
     }
 }
@@ -116,20 +194,27 @@ impl fmt::Display for BackendError {
 impl std::error::Error for BackendError {}
 
 impl BackendError {
-    /// Classify an error from an established connection (the command was sent, or being sent).
-    pub(crate) fn from_command(err: redis::RedisError) -> Self {
-        Self::classify(err, true)
+    /// Classify an error from an established connection: the request was sent, or being sent.
+    /// `timeout` is the time we allowed for the reply.
+    pub(crate) fn from_command(err: redis::RedisError, timeout: Duration) -> Self {
+        Self::classify(err, true, timeout)
     }
 
     /// Classify an error from opening a connection (nothing of ours was sent yet).
-    pub(crate) fn from_connect(err: redis::RedisError) -> Self {
-        Self::classify(err, false)
+    pub(crate) fn from_connect(err: redis::RedisError, timeout: Duration) -> Self {
+        Self::classify(err, false, timeout)
     }
 
-    fn classify(err: redis::RedisError, sent: bool) -> Self {
+    fn classify(err: redis::RedisError, sent: bool, timeout: Duration) -> Self {
         use redis::ErrorKind;
         if let Some(detail) = tls_failure(&err) {
             return BackendError::Tls(detail);
+        }
+        if err.is_timeout() {
+            return BackendError::Timeout {
+                sent,
+                after: timeout,
+            };
         }
         match err.kind() {
             ErrorKind::AuthenticationFailed => BackendError::Auth(
@@ -137,35 +222,41 @@ impl BackendError {
                     .unwrap_or("the server refused the credentials")
                     .to_owned(),
             ),
-            ErrorKind::Io | ErrorKind::Parse if !sent => BackendError::Connect(io_detail(&err)),
-            ErrorKind::Io => BackendError::Io {
-                timeout: err.is_timeout(),
-                detail: io_detail(&err),
-            },
-            ErrorKind::Parse => BackendError::Io {
-                timeout: false,
-                detail: format!("protocol error: {}", io_detail(&err)),
-            },
+            ErrorKind::Io if !sent => BackendError::Connect(io_detail(&err)),
+            ErrorKind::Io => BackendError::Lost(io_detail(&err)),
+            ErrorKind::Parse => BackendError::Mismatch(format!(
+                "the server does not answer in the Redis protocol ({}); check the host and port",
+                io_detail(&err)
+            )),
             ErrorKind::UnexpectedReturnType => BackendError::Reply(err.to_string()),
             _ => match err.code() {
                 Some(code) => {
                     let code = code.to_owned();
                     let detail = err.detail().unwrap_or_default().to_owned();
-                    if code == "WRONGPASS"
-                        || code == "NOAUTH"
-                        || (code == "ERR"
-                            && (detail.contains("AUTH") || detail.contains("unauthenticated")))
-                    {
-                        BackendError::Auth(format!("{code} {detail}"))
-                    } else {
-                        BackendError::Server { code, detail }
-                    }
+                    auth_problem(&code, &detail).unwrap_or(BackendError::Server { code, detail })
                 }
                 None if sent => BackendError::Reply(err.to_string()),
                 None => BackendError::Connect(err.to_string()),
             },
         }
     }
+}
+
+/// Errors that mean "authenticate first" or "wrong credentials", in the words Redis uses.
+fn auth_problem(code: &str, detail: &str) -> Option<BackendError> {
+    // A client that has not authenticated gets NOAUTH, or, for a request with many arguments
+    // (our scripts), "Protocol error: unauthenticated multibulk length".
+    if code == "NOAUTH" || detail.contains("unauthenticated") {
+        return Some(BackendError::Auth(
+            "Redis requires a password and none was given; put it in the URL: \
+             redis://:PASSWORD@HOST or redis://USER:PASSWORD@HOST"
+                .into(),
+        ));
+    }
+    if code == "WRONGPASS" || (code == "ERR" && detail.contains("AUTH")) {
+        return Some(BackendError::Auth(format!("{code} {detail}")));
+    }
+    None
 }
 
 /// The rustls error inside `err`, if the failure was the TLS layer's.
@@ -194,26 +285,64 @@ mod tests {
 
     #[test]
     fn transient_and_fatal() {
+        let timeout = |sent| BackendError::Timeout {
+            sent,
+            after: Duration::from_secs(2),
+        };
         assert!(BackendError::Connect("refused".into()).is_transient());
-        assert!(
-            BackendError::Io {
-                timeout: true,
-                detail: String::new()
-            }
-            .maybe_applied()
-        );
+        assert!(timeout(true).maybe_applied());
+        assert!(!timeout(false).maybe_applied());
         assert!(!BackendError::Connect("refused".into()).maybe_applied());
+        assert!(BackendError::Lost("reset".into()).maybe_applied());
+        assert!(!BackendError::Interrupted { sent: false }.maybe_applied());
         assert!(!BackendError::Auth("no".into()).is_transient());
         let loading = BackendError::Server {
             code: "LOADING".into(),
             detail: String::new(),
         };
         assert!(loading.is_transient());
+        assert!(!loading.is_misconfiguration());
         let noperm = BackendError::Server {
             code: "NOPERM".into(),
             detail: String::new(),
         };
         assert!(!noperm.is_transient());
+        assert!(noperm.is_misconfiguration());
         assert!(noperm.hint().is_some());
+        assert!(!timeout(true).is_misconfiguration());
+    }
+
+    #[test]
+    fn one_cause_said_once() {
+        let e = BackendError::Timeout {
+            sent: true,
+            after: Duration::from_secs(2),
+        };
+        assert_eq!(e.to_string(), "no answer within 2s");
+        assert_eq!(
+            e.hint(),
+            Some("raise --redis-timeout if Redis is just slow")
+        );
+        let e = BackendError::Timeout {
+            sent: false,
+            after: Duration::from_millis(500),
+        };
+        assert_eq!(e.to_string(), "could not connect within 500ms");
+    }
+
+    #[test]
+    fn a_missing_password_says_so() {
+        for (code, detail) in [
+            ("NOAUTH", "Authentication required."),
+            ("ERR", "Protocol error: unauthenticated multibulk length"),
+        ] {
+            let e = auth_problem(code, detail).unwrap();
+            assert!(e.to_string().contains("requires a password"), "{e}");
+        }
+        assert!(matches!(
+            auth_problem("WRONGPASS", "invalid username-password pair"),
+            Some(BackendError::Auth(_))
+        ));
+        assert!(auth_problem("ERR", "unknown command").is_none());
     }
 }

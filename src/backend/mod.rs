@@ -2,20 +2,32 @@
 //!
 //! It offers an [`Endpoint`] (a parsed, redactable server address), a [`Connector`] that opens
 //! connections with explicit timeouts, a [`Node`] (one lazily reconnecting connection that runs
-//! scripts and a few read commands), a [`Script`] wrapper, and [`subscribe`] for release
+//! scripts and a few read commands, each ending by a deadline), a [`Worker`] that runs a node on
+//! a thread of its own so that callers wait no longer than their [`Budget`] (and stop at once
+//! when its [`Cancel`] flag is raised), a [`Script`] wrapper, and [`subscribe`] for release
 //! notifications. Errors are [`BackendError`]s, classified by what the caller can do about them:
 //! retry, reconnect, or give up; and, for a write whose reply was lost, "it may have been applied".
 //!
 //! What a lock *is* (keys, scripts, algorithms) lives in [`crate::lock`]; this module knows only
-//! how to reach one server. Sentinel, Cluster and TLS belong here when they come.
+//! how to reach the server a lock lives on: directly, through Sentinel, or in a Redis Cluster
+//! ([`route`]).
 
+mod budget;
 mod deferred;
 mod endpoint;
 mod error;
 mod node;
+mod probe;
+mod route;
+mod servers;
 mod subscribe;
+mod worker;
 
+pub use budget::{Budget, Cancel};
 pub use endpoint::{Endpoint, password_in};
-pub use error::BackendError;
-pub use node::{Connector, Node, Reply, Script, TlsFiles};
+pub use error::{BackendError, Unreplicated};
+pub use node::{Connector, MAX_REDIRECTS, Node, Reply, Script, Sent, TlsFiles};
+pub use route::slot;
+pub use servers::{DataNodes, FORMS, SentinelServers, Servers};
 pub use subscribe::{Notice, Subscription, subscribe};
+pub use worker::{Begun, Worker};

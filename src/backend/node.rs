@@ -1,12 +1,17 @@
-//! One Redis server: a connector with explicit timeouts, and a lazily reconnecting connection.
+//! Reaching Redis: a connector with explicit timeouts that finds the server (see
+//! [`super::route`]), and a lazily reconnecting connection whose every operation ends by a
+//! deadline, following a Redis Cluster's redirections.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use redis::{Client, Connection};
+use redis::Connection;
 
 use super::deferred::Deferred;
-use super::{BackendError, Endpoint};
+use super::route::{self, Addr, ClusterRoute, Route, SentinelRoute, Server};
+use super::servers::Servers;
+use super::{BackendError, Endpoint, probe};
 
 /// TLS material beyond the system's trust store, as PEM bytes.
 #[derive(Clone, Default)]
@@ -17,13 +22,18 @@ pub struct TlsFiles {
     pub client: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Opens connections to one server. Cheap to clone; every thread that talks to Redis opens its
-/// own connection through it.
+/// Opens connections to the server that requests go to (see [`route`]). Cheap to clone; every
+/// thread that talks to Redis opens its own connection through it, and the clones share what
+/// was learnt about the servers (the Cluster slot map, the primary the sentinels named).
 #[derive(Clone)]
 pub struct Connector {
-    client: Client,
+    route: Arc<Route>,
+    /// The Cluster slot that requests are for (a lock's hash tag).
+    slot: Option<u16>,
     display: Arc<str>,
     timeout: Duration,
+    /// `--replicas N` and its timeout: writes that grant or extend a lock wait for N replicas.
+    replicas: Option<(u32, Duration)>,
 }
 
 impl std::fmt::Debug for Connector {
@@ -33,38 +43,80 @@ impl std::fmt::Debug for Connector {
 }
 
 impl Connector {
-    /// A connector for `endpoint`. `timeout` bounds connect + TLS + handshake and every later
-    /// read and write (redis-rs sets none by default, so a silent server would hang us forever).
+    /// A connector for one URL: that server, or, once it answers MOVED, the Redis Cluster it
+    /// is a node of. `timeout` bounds connect + TLS + handshake and every later read and write
+    /// (redis-rs sets none by default, so a silent server would hang us forever).
     pub fn new(endpoint: Endpoint, timeout: Duration, tls: TlsFiles) -> Result<Self, BackendError> {
-        // No CLIENT SETINFO: Redis < 7.2 rejects it, and redis-rs waits out a full timeout for
-        // each ignored reply when the server is stalled (twice the timeout per connect).
-        let info = endpoint.info.clone().set_redis_settings(
-            endpoint
-                .info
-                .redis_settings()
-                .clone()
-                .set_skip_set_lib_name(),
-        );
-        let client = if endpoint.is_tls() {
-            // rustls needs a process-wide crypto provider; installing it twice is harmless.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let certs = redis::TlsCertificates {
-                client_tls: tls.client.map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert,
-                    client_key: key,
-                }),
-                root_cert: tls.ca,
-            };
-            Client::build_with_tls(info, certs)
-        } else {
-            Client::open(info)
-        }
-        .map_err(BackendError::from_connect)?;
+        let display = Arc::from(endpoint.display());
+        let route = Route::Cluster(Box::new(ClusterRoute::new(&[endpoint], false, &tls)?));
         Ok(Connector {
-            client,
-            display: Arc::from(endpoint.display()),
+            route: Arc::new(route),
+            slot: None,
+            display,
             timeout,
+            replicas: None,
         })
+    }
+
+    /// A connector for exactly this server (a Redlock node: a MOVED reply is an error).
+    pub fn fixed(
+        endpoint: Endpoint,
+        timeout: Duration,
+        tls: TlsFiles,
+    ) -> Result<Self, BackendError> {
+        let display = Arc::from(endpoint.display());
+        Ok(Connector {
+            route: Arc::new(Route::Fixed(Arc::new(Server::new(endpoint, &tls)?))),
+            slot: None,
+            display,
+            timeout,
+            replicas: None,
+        })
+    }
+
+    /// A connector for one server, a Sentinel deployment or a Redis Cluster. (Independent
+    /// primaries are one connector each: [`Connector::fixed`].)
+    pub fn for_servers(
+        servers: &Servers,
+        timeout: Duration,
+        tls: TlsFiles,
+    ) -> Result<Self, BackendError> {
+        match servers {
+            Servers::One(endpoint) => Connector::new(endpoint.clone(), timeout, tls),
+            Servers::Cluster(seeds) => Ok(Connector {
+                route: Arc::new(Route::Cluster(Box::new(ClusterRoute::new(
+                    seeds, true, &tls,
+                )?))),
+                slot: None,
+                display: Arc::from(servers.display()),
+                timeout,
+                replicas: None,
+            }),
+            Servers::Sentinel(s) => Ok(Connector {
+                route: Arc::new(Route::Sentinel(Box::new(SentinelRoute::new(
+                    &s.sentinels,
+                    &s.service,
+                    &s.data,
+                    &tls,
+                )?))),
+                slot: None,
+                display: Arc::from(servers.display()),
+                timeout,
+                replicas: None,
+            }),
+            Servers::Independent(_) => Err(BackendError::Connect(
+                "independent primaries need one connector each".into(),
+            )),
+        }
+    }
+
+    /// The same servers, for requests on `key` (and the keys that share its hash tag): on a
+    /// Redis Cluster, they go to the owner of its slot.
+    pub fn for_key(&self, key: &str) -> Self {
+        Connector {
+            slot: Some(route::slot(key)),
+            ..self.clone()
+        }
     }
 
     /// The same server with another timeout.
@@ -75,14 +127,47 @@ impl Connector {
         }
     }
 
-    /// The server's address for messages (password redacted).
+    /// The same servers; writes that grant or extend a lock wait for `replicas` (N, within).
+    pub fn with_replicas(self, replicas: Option<(u32, Duration)>) -> Self {
+        Connector { replicas, ..self }
+    }
+
+    /// `--replicas`: how many replicas must acknowledge a grant or an extension, within what.
+    pub fn replicas(&self) -> Option<(u32, Duration)> {
+        self.replicas
+    }
+
+    /// The servers' address for messages (password redacted).
     pub fn display(&self) -> &str {
         &self.display
     }
 
-    /// The command timeout.
+    /// The servers' address and, once known, the server that requests go to: the primary the
+    /// sentinels named, or the Cluster node that serves the slot (for messages).
+    pub fn describe(&self) -> String {
+        let now = match &*self.route {
+            Route::Fixed(_) => None,
+            Route::Cluster(cluster) => cluster
+                .owner_display(self.slot)
+                .map(|owner| format!("node {owner}")),
+            Route::Sentinel(sentinel) => sentinel
+                .primary_display()
+                .map(|primary| format!("primary {primary}")),
+        };
+        match now {
+            Some(now) => format!("{} ({now})", self.display),
+            None => self.display.to_string(),
+        }
+    }
+
+    /// The per-connect and per-command timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Whether this is a Redis Cluster (declared, or found out from a MOVED reply).
+    pub fn is_cluster(&self) -> bool {
+        matches!(&*self.route, Route::Cluster(c) if c.is_cluster())
     }
 
     /// A node handle that connects on first use.
@@ -90,21 +175,106 @@ impl Connector {
         Node {
             connector: self.clone(),
             conn: None,
+            server: None,
+            parked: Vec::new(),
+            answered: false,
+            progress: None,
         }
     }
 
-    pub(super) fn open(&self) -> Result<Connection, BackendError> {
-        let _deferred = Deferred::new();
-        let conn = self
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(BackendError::from_connect)?;
-        // get_connection_with_timeout removes its temporary timeouts once connected: set ours.
-        conn.set_read_timeout(Some(self.timeout))
-            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
-            .map_err(BackendError::from_connect)?;
-        Ok(conn)
+    /// One connector per primary, each for exactly that server (for `list`, which looks at
+    /// every key): a Cluster's primaries, else the one server.
+    pub fn primaries(&self) -> Result<Vec<Connector>, BackendError> {
+        let deadline = Instant::now() + self.timeout;
+        let servers = match &*self.route {
+            Route::Cluster(cluster) => cluster.primaries(deadline, self.timeout)?,
+            Route::Fixed(_) | Route::Sentinel(_) => return Ok(vec![self.clone()]),
+        };
+        Ok(servers
+            .into_iter()
+            .map(|server| Connector {
+                display: Arc::from(server.display()),
+                route: Arc::new(Route::Fixed(server)),
+                slot: None,
+                timeout: self.timeout,
+                replicas: None,
+            })
+            .collect())
     }
+
+    /// The time one socket operation may take now: the timeout, cut to what is left before
+    /// `deadline`. An error when nothing is left (a zero socket timeout would mean "forever").
+    pub(super) fn limit(&self, deadline: Instant, sent: bool) -> Result<Duration, BackendError> {
+        route::limit(self.timeout, deadline, sent)
+    }
+
+    /// Open a connection to the server that requests go to, by `deadline`.
+    pub(super) fn open(
+        &self,
+        deadline: Instant,
+    ) -> Result<(Connection, Arc<Server>), BackendError> {
+        let opened = match &*self.route {
+            Route::Fixed(server) => server
+                .open(deadline, self.timeout)
+                .map(|conn| (conn, server.clone())),
+            Route::Cluster(cluster) => {
+                let server = cluster.target(self.slot, deadline, self.timeout)?;
+                server
+                    .open(deadline, self.timeout)
+                    .map(|conn| (conn, server))
+            }
+            Route::Sentinel(sentinel) => sentinel.open(deadline, self.timeout),
+        };
+        if let Err(BackendError::Connect(_) | BackendError::Timeout { .. }) = &opened {
+            self.failed();
+        }
+        opened
+    }
+
+    /// Open a connection to the Cluster node `addr` (an ASK redirection).
+    fn open_at(
+        &self,
+        addr: &Addr,
+        deadline: Instant,
+    ) -> Result<(Connection, Arc<Server>), BackendError> {
+        match &*self.route {
+            Route::Cluster(cluster) => {
+                let server = cluster.server_at(addr)?;
+                server
+                    .open(deadline, self.timeout)
+                    .map(|conn| (conn, server))
+            }
+            _ => Err(not_a_cluster(&self.display)),
+        }
+    }
+
+    /// A MOVED reply: `slot` is served by `addr`.
+    fn moved(&self, slot: u16, addr: Addr) -> Result<(), BackendError> {
+        match &*self.route {
+            Route::Cluster(cluster) => {
+                cluster.moved(slot, addr);
+                Ok(())
+            }
+            _ => Err(not_a_cluster(&self.display)),
+        }
+    }
+
+    /// The server that requests went to failed, or is no longer a primary: find it again
+    /// before the next connection.
+    pub(super) fn failed(&self) {
+        match &*self.route {
+            Route::Fixed(_) => {}
+            Route::Cluster(cluster) => cluster.failed(),
+            Route::Sentinel(sentinel) => sentinel.failed(),
+        }
+    }
+}
+
+fn not_a_cluster(display: &str) -> BackendError {
+    BackendError::Mismatch(format!(
+        "{display} is a Redis Cluster node; give it alone (or as redis+cluster://), not as one of \
+         a Redlock's independent primaries or behind Sentinel"
+    ))
 }
 
 /// One element of a script's reply, in our own terms.
@@ -154,31 +324,80 @@ impl From<redis::Value> for Reply {
 }
 
 /// A Lua script, sent with EVALSHA (falling back to loading it on NOSCRIPT).
-pub struct Script(redis::Script);
+pub struct Script {
+    script: redis::Script,
+    source: &'static str,
+}
 
 impl Script {
     /// Wrap Lua source.
-    pub fn new(source: &str) -> Self {
-        Script(redis::Script::new(source))
+    pub fn new(source: &'static str) -> Self {
+        Script {
+            script: redis::Script::new(source),
+            source,
+        }
     }
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Script")
+            .field(&self.script.get_hash())
+            .finish()
+    }
+}
+
+/// What a worker thread learns about the call it runs, for a caller that stopped waiting.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    /// The request was handed to the socket: from here on it may be applied.
+    pub(super) sent: AtomicBool,
 }
 
 /// One connection to one server, opened on first use and reopened after a failure.
 pub struct Node {
     connector: Connector,
     conn: Option<Connection>,
+    /// The server `conn` is connected to.
+    server: Option<Arc<Server>>,
+    /// Connections whose last request got no reply: that request may still be applied. They are
+    /// never used for another request and answer nothing more; they only carry a request that
+    /// must follow the lost one (see [`Node::send_behind_lost_replies`]).
+    parked: Vec<Connection>,
+    /// The server has answered something (even an error) on this node.
+    answered: bool,
+    pub(super) progress: Option<Arc<Progress>>,
 }
 
-impl std::fmt::Debug for Script {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Script").field(&self.0.get_hash()).finish()
-    }
+/// A time allowed, for messages: the limit is computed a moment after the caller's budget, so
+/// "within 2s" would read "within 1.999s"; whole tens of milliseconds say what was meant.
+fn rounded(limit: Duration) -> Duration {
+    let ms = u64::try_from(limit.as_micros().div_ceil(10_000) * 10).unwrap_or(u64::MAX);
+    Duration::from_millis(ms)
 }
+
+/// A request sent by [`Node::send_eval`], whose reply is still to be read.
+#[derive(Debug)]
+pub struct Sent {
+    limit: Duration,
+}
+
+/// At most this many parked connections are kept (the oldest is closed first).
+const MAX_PARKED: usize = 4;
+/// At most this many MOVED and ASK redirections are followed for one request.
+pub const MAX_REDIRECTS: u32 = 5;
+/// The pause before asking again after TRYAGAIN (a slot migration half done for our keys).
+const TRYAGAIN_PAUSE: Duration = Duration::from_millis(20);
 
 impl Node {
-    /// Make sure a connection is open (reconnecting if needed).
-    pub fn connect(&mut self) -> Result<(), BackendError> {
-        self.conn().map(|_| ())
+    /// The connector this node connects with.
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    /// Make sure a connection is open (reconnecting if needed), by `deadline`.
+    pub fn connect(&mut self, deadline: Instant) -> Result<(), BackendError> {
+        self.conn(deadline).map(|_| ())
     }
 
     /// Drop the connection; the next command opens a new one.
@@ -186,14 +405,107 @@ impl Node {
         self.conn = None;
     }
 
-    /// Run `script` with `keys` and `args`; the script must return an array.
+    /// Whether the server has ever answered on this node.
+    pub fn has_answered(&self) -> bool {
+        self.answered
+    }
+
+    /// Before a write that extends a lock: behind Sentinel, check that the connection is still
+    /// to the primary the sentinels name (after a failover, the old primary may accept writes
+    /// for a while that are then lost); if not, the next request goes to the new one. A cost of
+    /// one sentinel round trip, taken from `deadline`'s time.
+    pub fn recheck(&mut self, deadline: Instant) {
+        let (Route::Sentinel(sentinel), Some(server)) = (&*self.connector.route, &self.server)
+        else {
+            return;
+        };
+        if self.conn.is_some() {
+            let budget = deadline.saturating_duration_since(Instant::now()) / 2;
+            if sentinel.moved_from(server, Instant::now() + budget, self.connector.timeout) {
+                self.conn = None;
+            }
+        }
+    }
+
+    /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.
+    ///
+    /// On a Redis Cluster, a MOVED reply (the slot has another owner) updates the slot map and
+    /// the request goes to the new owner; an ASK reply (the slot is being migrated, and our
+    /// keys are already on the target) sends this one request to the target, after `ASKING`;
+    /// TRYAGAIN (the slot is being migrated and our keys are not all on one side, which for
+    /// scripts naming nine keys is most of a migration) waits 20ms and asks again, until
+    /// `deadline`. None of these replies means the request ran, so sending it again is safe;
+    /// at most [`MAX_REDIRECTS`] redirections are followed.
     pub fn eval(
         &mut self,
         script: &Script,
         keys: &[&str],
         args: &[&[u8]],
+        deadline: Instant,
     ) -> Result<Vec<Reply>, BackendError> {
-        let mut invocation = script.0.prepare_invoke();
+        let mut redirects = 0;
+        let mut asking: Option<Addr> = None;
+        let mut last_ask: Option<Addr> = None;
+        loop {
+            let result = match asking.take() {
+                None => self.eval_once(script, keys, args, deadline, false),
+                Some(addr) => {
+                    self.conn = None;
+                    let (conn, server) = self.connector.open_at(&addr, deadline)?;
+                    self.conn = Some(conn);
+                    self.server = Some(server);
+                    let result = self.eval_once(script, keys, args, deadline, true);
+                    // The next request goes by the slot map again.
+                    self.conn = None;
+                    result
+                }
+            };
+            let (code, detail) = match &result {
+                Err(BackendError::Server { code, detail }) => (code.as_str(), detail.as_str()),
+                _ => return result,
+            };
+            match code {
+                "MOVED" | "ASK" if redirects < MAX_REDIRECTS => {
+                    let Some((slot, addr)) = route::redirect(detail) else {
+                        return result;
+                    };
+                    redirects += 1;
+                    if code == "MOVED" {
+                        self.connector.moved(slot, addr)?;
+                        self.conn = None;
+                        last_ask = None;
+                    } else {
+                        last_ask = Some(addr.clone());
+                        asking = Some(addr);
+                    }
+                }
+                // While a slot migrates, Redis refuses a script whose keys are partly on each
+                // side (ours name nine keys, most of which do not exist): ask again, where we
+                // asked, until the migration is over or the time is up.
+                "TRYAGAIN" if Instant::now() + TRYAGAIN_PAUSE < deadline => {
+                    std::thread::sleep(TRYAGAIN_PAUSE);
+                    asking.clone_from(&last_ask);
+                }
+                "READONLY" | "MASTERDOWN" | "CLUSTERDOWN" => {
+                    // A demoted primary, or a shard without one: find the primary again.
+                    self.connector.failed();
+                    self.conn = None;
+                    return result;
+                }
+                _ => return result,
+            }
+        }
+    }
+
+    fn eval_once(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+        deadline: Instant,
+        asking: bool,
+    ) -> Result<Vec<Reply>, BackendError> {
+        let mut invocation = script.script.prepare_invoke();
         for key in keys {
             invocation.key(*key);
         }
@@ -201,19 +513,157 @@ impl Node {
             invocation.arg(*arg);
         }
         let _deferred = Deferred::new();
-        let conn = self.conn()?;
-        let result = invocation.invoke::<Vec<redis::Value>>(conn);
-        self.finish(result)
+        let limit = self.ready(deadline)?;
+        let conn = self.conn(deadline)?;
+        let result = if asking {
+            // ASKING holds for the next command only: send the script itself (EVAL), not
+            // EVALSHA, which the target may answer with NOSCRIPT (and the script load would
+            // then use up the ASKING).
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(script.source).arg(keys.len()).arg(keys);
+            for arg in args {
+                eval.arg(*arg);
+            }
+            redis::cmd("ASKING")
+                .query::<()>(conn)
+                .and_then(|()| eval.query::<Vec<redis::Value>>(conn))
+        } else {
+            invocation.invoke::<Vec<redis::Value>>(conn)
+        };
+        self.finish(result, limit, deadline)
             .map(|values| values.into_iter().map(Reply::from).collect())
     }
 
-    /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server).
+    /// Send `script` (EVALSHA) without waiting for its reply, by `deadline`; [`Node::recv_eval`]
+    /// reads it. Several servers are asked at once this way from one thread: write to each,
+    /// then read each reply, in about one round trip instead of one per server.
+    pub fn send_eval(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Sent, BackendError> {
+        let mut command = redis::cmd("EVALSHA");
+        command
+            .arg(script.script.get_hash())
+            .arg(keys.len())
+            .arg(keys);
+        for arg in args {
+            command.arg(*arg);
+        }
+        let packed = command.get_packed_command();
+        let _deferred = Deferred::new();
+        let limit = self.ready(deadline)?;
+        let conn = self.conn(deadline)?;
+        let result = conn.send_packed_command(&packed);
+        self.finish(result, limit, deadline)?;
+        Ok(Sent { limit })
+    }
+
+    /// Read the reply of [`Node::send_eval`] by `deadline` (loading the script and running it
+    /// again on NOSCRIPT, which only a server that never saw it answers).
+    pub fn recv_eval(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+        sent: Sent,
+        deadline: Instant,
+    ) -> Result<Vec<Reply>, BackendError> {
+        let _deferred = Deferred::new();
+        let limit = sent
+            .limit
+            .min(deadline.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(BackendError::Lost("the connection was closed".into()));
+        };
+        let result = conn
+            .set_read_timeout(Some(limit))
+            .and_then(|()| conn.recv_response())
+            .and_then(redis::Value::extract_error);
+        let result = match result {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                let mut invocation = script.script.prepare_invoke();
+                for key in keys {
+                    invocation.key(*key);
+                }
+                for arg in args {
+                    invocation.arg(*arg);
+                }
+                invocation.invoke::<redis::Value>(conn)
+            }
+            other => other,
+        };
+        let value = match self.finish(result, limit, deadline) {
+            Err(BackendError::Server { code, detail }) if code == "MOVED" || code == "ASK" => {
+                // Only a fixed server (a Redlock node) is asked this way: not a cluster's.
+                return Err(match route::redirect(&detail) {
+                    Some((slot, addr)) => match self.connector.moved(slot, addr) {
+                        Err(e) => e,
+                        Ok(()) => BackendError::Server { code, detail },
+                    },
+                    None => BackendError::Server { code, detail },
+                });
+            }
+            other => other?,
+        };
+        match value {
+            redis::Value::Array(items) => Ok(items.into_iter().map(Reply::from).collect()),
+            other => Err(BackendError::Reply(format!("a script returned {other:?}"))),
+        }
+    }
+
+    /// How many replicas have every write made on this connection so far, waiting up to
+    /// `within` for `wanted` of them (`WAIT`). Only meaningful on the connection that made the
+    /// write: an error if that connection is gone.
+    pub fn wait_replicas(
+        &mut self,
+        wanted: u32,
+        within: Duration,
+        deadline: Instant,
+    ) -> Result<u32, BackendError> {
+        let _deferred = Deferred::new();
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(BackendError::Lost(
+                "the connection that made the write is gone".into(),
+            ));
+        };
+        // The server answers after `within`; allow a round trip on top.
+        let limit = (within + self.connector.timeout)
+            .min(deadline.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let result = route::set_timeouts(conn, limit).and_then(|()| {
+            redis::cmd("WAIT")
+                .arg(wanted)
+                .arg(u64::try_from(within.as_millis()).unwrap_or(u64::MAX).max(1))
+                .query::<i64>(conn)
+                .map_err(|e| BackendError::from_command(e, limit))
+        });
+        match result {
+            Ok(n) => {
+                self.answered = true;
+                Ok(u32::try_from(n).unwrap_or(0))
+            }
+            Err(e) => {
+                // A reply may still come on this connection: never read it as another's.
+                self.conn = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server);
+    /// each SCAN call ends by its own timeout.
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, BackendError> {
         let _deferred = Deferred::new();
         let mut keys = Vec::new();
         let mut cursor: u64 = 0;
         loop {
-            let conn = self.conn()?;
+            let deadline = Instant::now() + self.connector.timeout;
+            let limit = self.ready(deadline)?;
+            let conn = self.conn(deadline)?;
             let result = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
@@ -221,7 +671,7 @@ impl Node {
                 .arg("COUNT")
                 .arg(1000)
                 .query::<(u64, Vec<String>)>(conn);
-            let (next, batch) = self.finish(result)?;
+            let (next, batch) = self.finish(result, limit, deadline)?;
             keys.extend(batch);
             if next == 0 {
                 break;
@@ -233,31 +683,111 @@ impl Node {
         Ok(keys)
     }
 
-    fn conn(&mut self) -> Result<&mut Connection, BackendError> {
+    /// Write `script` (as EVAL, so that it needs nothing loaded) on every connection whose last
+    /// request got no reply, without reading anything, then close them. Redis executes the
+    /// requests of one connection in order, so if a lost request is ever applied, this one runs
+    /// right after it. Returns how many connections carried it, out of how many there were.
+    pub fn send_behind_lost_replies(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> (usize, usize) {
+        let _deferred = Deferred::new();
+        let mut command = redis::cmd("EVAL");
+        command.arg(script.source).arg(keys.len()).arg(keys);
+        for arg in args {
+            command.arg(*arg);
+        }
+        let packed = command.get_packed_command();
+        let parked = std::mem::take(&mut self.parked);
+        let total = parked.len();
+        let mut sent = 0;
+        for mut conn in parked {
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
+            if conn.send_packed_command(&packed).is_ok() {
+                sent += 1;
+            }
+        }
+        (sent, total)
+    }
+
+    /// How many connections carry a request whose reply was lost.
+    pub fn lost_replies(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Check the time left and open the connection: errors here mean nothing was sent.
+    fn ready(&mut self, deadline: Instant) -> Result<Duration, BackendError> {
+        self.conn(deadline)?;
+        let limit = self.connector.limit(deadline, false)?;
+        if let Some(conn) = &self.conn {
+            route::set_timeouts(conn, limit)?;
+        }
+        if let Some(progress) = &self.progress {
+            progress.sent.store(true, Ordering::SeqCst);
+        }
+        Ok(limit)
+    }
+
+    fn conn(&mut self, deadline: Instant) -> Result<&mut Connection, BackendError> {
         match &mut self.conn {
             Some(conn) => Ok(conn),
-            slot => Ok(slot.insert(self.connector.open()?)),
+            slot => {
+                let (conn, server) = self.connector.open(deadline)?;
+                self.server = Some(server);
+                Ok(slot.insert(conn))
+            }
         }
     }
 
-    /// Map a command's result, dropping the connection after any error that may have left it in
-    /// an unknown state (a late reply would otherwise be read as the answer to the next command).
-    fn finish<T>(&mut self, result: redis::RedisResult<T>) -> Result<T, BackendError> {
-        result.map_err(|err| {
-            let err = match BackendError::from_command(err) {
-                BackendError::Io {
-                    timeout: true,
-                    detail: _,
-                } => BackendError::Io {
-                    timeout: true,
-                    detail: format!("within {}", crate::output::duration(self.connector.timeout)),
-                },
-                other => other,
-            };
-            if !matches!(err, BackendError::Server { .. }) {
-                self.conn = None;
+    /// Map a command's result. After an error that may have left the connection in an unknown
+    /// state (a late reply would otherwise be read as the answer to the next command), the
+    /// connection is not used again: parked if its request may still be applied, else dropped.
+    fn finish<T>(
+        &mut self,
+        result: redis::RedisResult<T>,
+        limit: Duration,
+        deadline: Instant,
+    ) -> Result<T, BackendError> {
+        let err = match result {
+            Ok(value) => {
+                self.answered = true;
+                return Ok(value);
             }
-            err
-        })
+            Err(err) => BackendError::from_command(err, rounded(limit)),
+        };
+        match &err {
+            BackendError::Server { .. } | BackendError::Auth(_) => {
+                self.answered = true;
+                return Err(err);
+            }
+            BackendError::Timeout { .. } => {
+                if let Some(conn) = self.conn.take() {
+                    if self.parked.len() >= MAX_PARKED {
+                        self.parked.remove(0);
+                    }
+                    self.parked.push(conn);
+                }
+            }
+            _ => {
+                self.conn = None;
+                // The server may be gone for good (a failover): find it again next time.
+                self.connector.failed();
+            }
+        }
+        // A connection reset at the first request, by a server that never answered: a TLS
+        // server rejecting plain text looks exactly like that.
+        let tcp = self.server.as_ref().and_then(|s| s.tcp.clone());
+        if let (BackendError::Lost(_), Some((host, port, false)), false) =
+            (&err, &tcp, self.answered)
+        {
+            if probe::speaks_tls(host, *port, deadline.max(Instant::now() + limit / 4)) {
+                return Err(BackendError::Mismatch(
+                    "this server speaks TLS; use rediss:// instead of redis://".into(),
+                ));
+            }
+        }
+        Err(err)
     }
 }

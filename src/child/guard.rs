@@ -58,8 +58,24 @@ impl Guard {
     /// Start the guard. Done early (before waiting for the lock), so that it is not on the path
     /// from acquiring the lock to starting the command.
     pub fn start() -> io::Result<Guard> {
+        Guard::launch(None)
+    }
+
+    /// Start a guard that guards `group` from its first instruction: the message naming the
+    /// group is in its pipe before it exists, so that a distlock killed right after it started
+    /// (a replacement for a guard that was killed) cannot leave it guarding nothing.
+    pub fn start_watching(group: Pid) -> io::Result<Guard> {
+        Guard::launch(Some(group))
+    }
+
+    fn launch(group: Option<Pid>) -> io::Result<Guard> {
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let read_fd = read.as_raw_fd();
+        if let Some(group) = group {
+            let mut message = [WATCH; 5];
+            message[1..].copy_from_slice(&group.as_raw().to_ne_bytes());
+            nix::unistd::write(&write, &message)?;
+        }
         // The guard's stack: never freed (the guard may outlive this process's use of it),
         // never zeroed (pages are touched only as the guard uses them, about one).
         let stack: &'static mut [std::mem::MaybeUninit<u128>] =

@@ -1,11 +1,11 @@
-//! The child: how it is started ([`spawn`]), which signals distlock catches and why
-//! ([`signals`]), the terminal hand-off ([`terminal`]), and the event loop that supervises it
-//! until it and its process group are gone ([`supervise`]).
+//! The child: how it is started ([`spawn`]), the guard that kills its group if distlock dies
+//! ([`guard`]), the terminal hand-off ([`terminal`]), and the event loop that supervises it
+//! until it and its process group are gone ([`supervise`]). Which signals distlock catches is
+//! process-wide policy, in [`crate::signals`].
 //!
 //! Nothing here talks to Redis; the supervisor learns about the lock through events.
 
 pub mod guard;
-pub mod signals;
 pub mod spawn;
 pub mod supervise;
 pub mod terminal;

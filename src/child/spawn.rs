@@ -28,7 +28,7 @@ pub struct SpawnSpec<'a> {
     /// Make the child's group the terminal's foreground group before it can touch the terminal.
     pub take_terminal: bool,
     /// Signals to put back to SIG_DFL in the child before it unblocks signals (see
-    /// [`super::signals::Dispositions::reset_in_child`]).
+    /// [`crate::signals::Dispositions::reset_in_child`]).
     pub reset_signals: &'a [libc::c_int],
 }
 

@@ -17,12 +17,13 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::guard::Guard;
-use super::signals;
 use super::terminal::Terminal;
 use crate::backend::BackendError;
 use crate::events::{Event, Events};
-use crate::output::{self, Output};
+use crate::lock::Validity;
+use crate::output::{self, Ev, Msg, Output};
 use crate::renew::{Deadlines, Renewer};
+use crate::signals;
 
 /// How the lock was lost.
 #[derive(Debug)]
@@ -33,8 +34,10 @@ pub enum Loss {
     RenewalsFailed {
         /// The last error seen, if any reply came back at all.
         last_error: Option<BackendError>,
-        /// Time since the last confirmed renewal was sent.
-        since_last_ok: Duration,
+        /// Time since the last confirmed grant or renewal was sent.
+        since_anchor: Duration,
+        /// The expiry that one set.
+        ttl: Duration,
     },
 }
 
@@ -59,8 +62,8 @@ pub struct Supervisor<'a> {
     pub deadlines: Deadlines,
     /// The signal that starts the kill sequence.
     pub kill_signal: Signal,
-    /// Send time of the acquire attempt (the first "renewal").
-    pub acquired: Instant,
+    /// The validity of the grant (a claim, until the first renewal).
+    pub granted: Validity,
     /// The renewal thread (started when its first renewal comes near).
     pub renewer: Renewer,
     /// The guard that kills the group if distlock dies; replaced if it dies first.
@@ -75,9 +78,9 @@ const AFTER_SIGKILL: Duration = Duration::from_secs(2);
 /// us SIGCHLD: their parent, not distlock, reaps them).
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
-#[derive(Default)]
 struct State {
-    last_ok: Option<Instant>,
+    /// The validity of the last confirmed grant or renewal.
+    validity: Validity,
     status: Option<WaitStatus>,
     loss: Option<Loss>,
     /// When SIGKILL is due (a kill sequence is under way).
@@ -96,14 +99,30 @@ struct State {
     leftovers_reported: bool,
 }
 
+impl State {
+    fn new(validity: Validity) -> State {
+        State {
+            validity,
+            status: None,
+            loss: None,
+            kill_at: None,
+            killed_at: None,
+            stopped: false,
+            job_stopped: false,
+            stop_requested: false,
+            resume_after: None,
+            renew_failing_since: None,
+            last_error: None,
+            leftovers_reported: false,
+        }
+    }
+}
+
 impl Supervisor<'_> {
     /// Supervise until the child and its group are gone.
-    /// Returns how it ended and the send time of the last confirmed renewal (or of the acquire).
-    pub fn run(mut self, events: &mut Events) -> (Ending, Instant) {
-        let mut st = State {
-            last_ok: Some(self.acquired),
-            ..State::default()
-        };
+    /// Returns how it ended and the validity of the last confirmed grant or renewal.
+    pub fn run(mut self, events: &mut Events) -> (Ending, Validity) {
+        let mut st = State::new(self.granted);
         // The child may have exited before we got here; its SIGCHLD is queued, but reap now too.
         self.reap(&mut st);
         loop {
@@ -111,16 +130,19 @@ impl Supervisor<'_> {
             if self.renewer.start_at().is_some_and(|at| now >= at) {
                 if let Err(e) = self.renewer.start() {
                     // No renewals: the kill deadline below will stop the command in time.
-                    self.out
-                        .error(format!("cannot start the renewal thread: {e}"));
+                    self.out.warn(
+                        Ev::RenewerFailed,
+                        format!("cannot start the renewal thread: {e}"),
+                    );
                 }
             }
-            let last_ok = st.last_ok.unwrap_or(self.acquired);
-            if st.loss.is_none() && now >= self.deadlines.term_at(last_ok) {
-                self.start_kill(&mut st, now, self.deadlines.kill_at(last_ok));
+            let validity = st.validity;
+            if st.loss.is_none() && now >= self.deadlines.term_at(validity) {
+                self.start_kill(&mut st, now, self.deadlines.kill_at(validity));
                 st.loss = Some(Loss::RenewalsFailed {
                     last_error: st.last_error.take(),
-                    since_last_ok: now.duration_since(last_ok),
+                    since_anchor: now.duration_since(validity.anchor),
+                    ttl: validity.ttl,
                 });
                 self.renewer.stop();
             }
@@ -139,18 +161,22 @@ impl Supervisor<'_> {
                     // The command exited but left processes in its group: they would run on
                     // without the lock. Stop them the same way as on loss, then release.
                     let kill_by = now + self.deadlines.grace;
-                    self.start_kill(&mut st, now, kill_by.min(self.deadlines.kill_at(last_ok)));
+                    self.start_kill(&mut st, now, kill_by.min(self.deadlines.kill_at(validity)));
                 }
                 if !st.leftovers_reported && st.loss.is_none() {
                     st.leftovers_reported = true;
-                    self.out.warn(format!(
-                        "the command exited but left processes in its process group; sent them {} before releasing the lock",
-                        signal_name(self.kill_signal)
-                    ));
+                    self.out.warn(
+                        Ev::LeftProcesses,
+                        format!(
+                            "the command exited but left processes in its process group; sent them {} before releasing the lock",
+                            signal_name(self.kill_signal)
+                        ),
+                    );
                 }
                 if let Some(killed) = st.killed_at {
                     if now.duration_since(killed) >= AFTER_SIGKILL {
                         self.out.warn(
+                            Ev::KillStuck,
                             "processes of the command's group survived SIGKILL for 2s (stuck in the kernel?); giving up on them",
                         );
                         break;
@@ -167,21 +193,21 @@ impl Supervisor<'_> {
                 terminal.take_back();
             }
         }
-        let last_ok = st.last_ok.unwrap_or(self.acquired);
+        let validity = st.validity;
         let ending = match (st.loss, st.status) {
             (Some(loss), _) => Ending::Lost(loss),
             (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
             (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
             (None, _) => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
         };
-        (ending, last_ok)
+        (ending, validity)
     }
 
     fn next_timeout(&self, st: &State, now: Instant) -> Duration {
         let mut next = None::<Instant>;
         let mut consider = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
         if st.loss.is_none() {
-            consider(self.deadlines.term_at(st.last_ok.unwrap_or(self.acquired)));
+            consider(self.deadlines.term_at(st.validity));
         }
         if let Some(at) = self.renewer.start_at() {
             consider(at);
@@ -226,10 +252,11 @@ impl Supervisor<'_> {
                             let _ = killpg(self.group, Signal::SIGCONT);
                         }
                     }
-                    self.out.verbose(format!(
-                        "forwarded {} to the command",
-                        signal_name_raw(signal)
-                    ));
+                    let name = signal_name_raw(signal);
+                    self.out.verbose(
+                        Ev::Forwarded,
+                        Msg::new(format!("forwarded {name} to the command")).signal(name),
+                    );
                 } else if st.killed_at.is_none() {
                     // Interrupted while we empty the group: no more patience.
                     let _ = killpg(self.group, Signal::SIGKILL);
@@ -251,21 +278,27 @@ impl Supervisor<'_> {
                     st.job_stopped = false;
                     st.resume_after = Some(Instant::now());
                     if let Err(e) = self.renewer.renew_now() {
-                        self.out
-                            .error(format!("cannot start the renewal thread: {e}"));
+                        self.out.warn(
+                            Ev::RenewerFailed,
+                            format!("cannot start the renewal thread: {e}"),
+                        );
                     }
                 }
             }
             Event::Signal(_) => {}
-            Event::Renewed { sent } => {
-                if st.last_ok.is_none_or(|t| sent > t) {
-                    st.last_ok = Some(sent);
+            Event::Renewed(validity) => {
+                if validity.earliest_expiry() > st.validity.earliest_expiry() {
+                    st.validity = validity;
                 }
+                let sent = validity.anchor;
                 if let Some(since) = st.renew_failing_since.take() {
-                    self.out.notice(format!(
-                        "renewal succeeded again after {}",
-                        output::duration(since.elapsed())
-                    ));
+                    self.out.notice(
+                        Ev::RenewRecovered,
+                        format!(
+                            "renewal succeeded again after {}",
+                            output::duration(since.elapsed())
+                        ),
+                    );
                 }
                 st.last_error = None;
                 if st.resume_after.is_some_and(|after| sent >= after) && st.loss.is_none() {
@@ -277,21 +310,26 @@ impl Supervisor<'_> {
                     }
                     let _ = killpg(self.group, Signal::SIGCONT);
                 }
-                self.out.verbose("lock renewed");
+                self.out.verbose(Ev::Renewed, "lock renewed");
             }
             Event::RenewFailed(e) => {
                 if st.loss.is_none() {
-                    let last_ok = st.last_ok.unwrap_or(self.acquired);
                     if st.renew_failing_since.is_none() {
                         st.renew_failing_since = Some(Instant::now());
-                        self.out.warn(format!(
-                            "renewing the lock failed ({e}); retrying; the command will be stopped in {} if no renewal succeeds",
-                            output::duration(
-                                self.deadlines.term_at(last_ok).saturating_duration_since(Instant::now())
-                            )
-                        ));
+                        self.out.warn(
+                            Ev::RenewFailed,
+                            format!(
+                                "renewing the lock failed ({e}); retrying; the command will be stopped in {} if no renewal succeeds",
+                                output::duration(
+                                    self.deadlines
+                                        .term_at(st.validity)
+                                        .saturating_duration_since(Instant::now())
+                                )
+                            ),
+                        );
                     } else {
-                        self.out.verbose(format!("renewal failed again: {e}"));
+                        self.out
+                            .verbose(Ev::RenewFailed, format!("renewal failed again: {e}"));
                     }
                 }
                 st.last_error = Some(e);
@@ -346,18 +384,23 @@ impl Supervisor<'_> {
             // Nothing left worth guarding: the command has ended or SIGKILL is under way.
             return;
         }
-        match Guard::start() {
+        match Guard::start_watching(self.group) {
             Ok(guard) => {
-                guard.watch(self.group);
                 *self.guard = Some(guard);
-                self.out.warn(format!(
-                    "the guard process {} died; started another",
-                    dead.map_or_else(String::new, |p| p.to_string())
-                ));
+                self.out.warn(
+                    Ev::GuardReplaced,
+                    format!(
+                        "the guard process {} died; started another",
+                        dead.map_or_else(String::new, |p| p.to_string())
+                    ),
+                );
             }
-            Err(e) => self.out.warn(format!(
-                "the guard process died and no other could be started ({e}); if distlock is killed, processes started by the command would survive it"
-            )),
+            Err(e) => self.out.warn(
+                Ev::GuardFailed,
+                format!(
+                    "the guard process died and no other could be started ({e}); if distlock is killed, processes started by the command would survive it"
+                ),
+            ),
         }
     }
 

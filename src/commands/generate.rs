@@ -12,7 +12,7 @@ use crate::cli::{self, Generated};
 use crate::commands::Exit;
 use crate::error::Error;
 use crate::exit;
-use crate::output::Output;
+use crate::output::{Ev, Output};
 
 /// The command that regenerates the committed files (named by the stale-file test).
 pub const REGENERATE: &str = "cargo run -q -- generate";
@@ -27,7 +27,7 @@ pub fn generate(
     let written = write_all(what, &root)
         .map_err(|e| Error::Internal(format!("cannot write into {}: {e}", root.display())))?;
     for path in written {
-        out.verbose(format!("wrote {}", path.display()));
+        out.verbose(Ev::Generated, format!("wrote {}", path.display()));
     }
     Ok(Exit::Code(exit::SUCCESS))
 }
@@ -112,11 +112,24 @@ fn extra_sections(command: &clap::Command, name: &str) -> Roff {
             roff.text([roman(row.meaning)]);
         }
     } else if name.is_empty() {
+        // The top-level page: the codes of run, the main job, and where the others are.
         roff.control("SH", ["EXIT STATUS"]);
-        roff.text([roman(
-            "Each subcommand documents its exit codes in its own page; see distlock-run(1) for the \
-             codes of a locked command.",
-        )]);
+        roff.text([roman("The exit status of distlock run:")]);
+        for row in exit::RUN_TABLE {
+            roff.control("TP", []);
+            roff.text([bold(row.code)]);
+            roff.text([roman(row.meaning)]);
+        }
+        let others: Vec<String> = command
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "run")
+            .map(|s| format!("distlock-{}(1)", s.get_name()))
+            .collect();
+        roff.control("PP", []);
+        roff.text([roman(format!(
+            "The other commands document their exit codes in their own pages: {}.",
+            others.join(", ")
+        ))]);
     }
     let mut env: Vec<(String, String)> = command
         .get_arguments()

@@ -3,6 +3,7 @@
 pub mod acquire;
 pub mod generate;
 pub mod inspect;
+pub mod reenter;
 pub mod run;
 pub mod take;
 pub mod token;

@@ -5,31 +5,62 @@
 //!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
 //! ```
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
+use crate::backend::{Budget, Cancel};
 use crate::child::guard::Guard;
-use crate::child::signals::{self, Dispositions};
 use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
+use crate::commands::reenter::{self, Held};
 use crate::commands::take::take;
 use crate::commands::{Exit, signal_name};
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::exit;
-use crate::lock::{Holder, Lease, Lock, Ownership, SingleNode, Token};
-use crate::output::{self, Output};
+use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
+use crate::output::{self, Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
+use crate::signals::{self, Dispositions};
 
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
-    // Signals first: from here on, INT/TERM/HUP/QUIT are events, not deaths.
+    // The connection opens in the background while the rest gets ready.
+    let mut lock = lock::open(cfg.take.name.clone(), &cfg.take.topology);
+    // A run of a lock that the run that started us holds: run the command under that lock.
+    if let Some(held) = reenter::held_by_ancestor(lock.as_ref(), cfg.take.name.prefix()) {
+        let program = spawn::resolve(&cfg.argv[0])?;
+        let timeout = cfg.take.topology.timeout();
+        match reenter::check(lock.as_mut(), &held, cfg.take.limit, timeout, out)? {
+            reenter::Nested::Reenter(fence) => {
+                out.verbose(
+                    Ev::Reentered,
+                    format!(
+                        "lock {} is held by the process that started this one (fence {fence}); \
+                         running the command under it",
+                        output::quote(cfg.take.name.key())
+                    ),
+                );
+                return Err(reenter::exec(
+                    &program,
+                    &cfg.argv,
+                    cfg.take.name.key(),
+                    &held.0,
+                    fence,
+                ));
+            }
+            reenter::Nested::Exit(exit) => return Ok(exit),
+            reenter::Nested::Take => {}
+        }
+    }
+    // Signals next: from here on, INT/TERM/HUP/QUIT are events, not deaths.
     let (tx, mut rx) = events::channel()
         .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
-    let dispositions = signals::install(&tx)
+    let cancel = Cancel::new();
+    let dispositions = signals::install(&tx, &cancel)
         .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
     let mut prepared = Prepared {
         // A missing command costs neither a Redis round trip nor a wait.
@@ -41,9 +72,12 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         guard: match Guard::start() {
             Ok(guard) => Some(guard),
             Err(e) => {
-                out.warn(format!(
-                    "cannot start the guard process ({e}); if distlock is killed, processes started by the command would survive it"
-                ));
+                out.warn(
+                    Ev::GuardFailed,
+                    format!(
+                        "cannot start the guard process ({e}); if distlock is killed, processes started by the command would survive it"
+                    ),
+                );
                 None
             }
         },
@@ -55,62 +89,92 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         &cfg.argv,
         cfg.take.note.as_deref(),
     );
-    let (mut lock, lease) = match take(&cfg.take, &holder, (&tx, &mut rx), out)? {
-        Ok(taken) => taken,
+    let grant = match take(
+        &cfg.take,
+        lock.as_mut(),
+        &holder,
+        (&tx, &mut rx),
+        &cancel,
+        out,
+    )? {
+        Ok(grant) => grant,
         Err(exit) => return Ok(exit),
     };
     let key = output::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
-    let outcome = match rx.take_termination() {
+    let outcome = match signals::take_termination(&mut rx) {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(&cfg, &mut prepared, &lock, &lease, (&tx, &mut rx), out),
+        None => run_locked(
+            &cfg,
+            &mut prepared,
+            lock.as_ref(),
+            &grant,
+            (&tx, &mut rx),
+            out,
+        ),
     };
-    let (exit, last_ok) = match outcome {
+    let (exit, validity) = match outcome {
         Err(e) => {
-            release(&mut lock, &lease.token, &cfg, out);
+            release(lock.as_mut(), &grant, &cfg, out);
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
-            release(&mut lock, &lease.token, &cfg, out);
-            out.error(format!(
-                "interrupted by {} just after acquiring lock {key}; the command was not started and the lock was released",
-                signal_name(signal)
-            ));
+            release(lock.as_mut(), &grant, &cfg, out);
+            let name = signal_name(signal);
+            out.error(
+                Ev::Interrupted,
+                Msg::new(format!(
+                    "interrupted by {name} just after acquiring lock {key}; the command was not started and the lock was released"
+                ))
+                .signal(name),
+            );
             return Ok(Exit::Signal(signal));
         }
         Ok(Started::Ended(Ending::Lost(loss), _)) => {
-            out.error(format!(
-                "lost lock {key} while the command ran ({}); the command's process group was terminated",
-                describe_loss(&loss, &cfg)
-            ));
+            out.error(
+                Ev::Lost,
+                Msg::new(format!(
+                    "lost lock {key} while the command ran ({}); the command's process group was terminated",
+                    describe_loss(&loss, &cfg)
+                ))
+                .exit(exit::LOCK_LOST),
+            );
             return Ok(Exit::Code(exit::LOCK_LOST));
         }
-        Ok(Started::Ended(Ending::Signaled(signal), last_ok)) => (Exit::Signal(signal), last_ok),
-        Ok(Started::Ended(Ending::Exited(code), last_ok)) => (
+        Ok(Started::Ended(Ending::Signaled(signal), validity)) => (Exit::Signal(signal), validity),
+        Ok(Started::Ended(Ending::Exited(code), validity)) => (
             Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE)),
-            last_ok,
+            validity,
         ),
     };
-    if release(&mut lock, &lease.token, &cfg, out) == Some(Ownership::NotHeld) {
-        // The lock cannot have expired before kill_at(last_ok). An answer that came before that
-        // means the key was deleted or overwritten (an operator, or Redis lost its data) while it
-        // was ours: the command may have run without the lock, so do not report its success.
-        // A later answer is explained by expiry during a slow release (Redis paused or away at
-        // the end), after the command, and everything it started, had finished under the lock.
-        if Instant::now() < cfg.deadlines.kill_at(last_ok) {
-            out.error(format!(
-                "lock {key} was no longer held when the command ended ({}); the key was deleted \
-                 or overwritten meanwhile, so the command may not have run exclusively",
-                describe_exit(&exit)
-            ));
+    if release(lock.as_mut(), &grant, &cfg, out) == Some(Ownership::NotHeld) {
+        // The lock cannot have expired before kill_at(validity). An answer that came before
+        // that means the key was deleted or overwritten (an operator, or Redis lost its data)
+        // while it was ours: the command may have run without the lock, so do not report its
+        // success. A later answer is explained by expiry during a slow release (Redis paused or
+        // away at the end), after the command, and everything it started, had finished under
+        // the lock.
+        if Instant::now() < cfg.deadlines.kill_at(validity) {
+            out.error(
+                Ev::Lost,
+                Msg::new(format!(
+                    "lock {key} was no longer held when the command ended ({}); the key was deleted \
+                     or overwritten meanwhile, so the command may not have run exclusively",
+                    describe_exit(&exit)
+                ))
+                .exit(exit::LOCK_LOST),
+            );
             return Ok(Exit::Code(exit::LOCK_LOST));
         }
-        out.warn(format!(
-            "lock {key} had expired by the time Redis answered the release (the command ended \
-             while it was held)"
-        ));
+        out.warn(
+            Ev::ExpiredAtRelease,
+            format!(
+                "lock {key} had expired by the time Redis answered the release (the command ended \
+                 while it was held)"
+            ),
+        );
     }
     // The group is gone: the guard can go (after the release, which is on the hand-off path).
     drop(prepared);
@@ -129,8 +193,8 @@ struct Prepared {
 
 /// What happened after the lock was acquired.
 enum Started {
-    /// The child ran; this is how it ended.
-    Ended(Ending, Instant),
+    /// The child ran; this is how it ended, and the validity of the last confirmed renewal.
+    Ended(Ending, Validity),
     /// A signal arrived before the child was started.
     Interrupted(i32),
 }
@@ -139,8 +203,8 @@ enum Started {
 fn run_locked(
     cfg: &RunConfig,
     prepared: &mut Prepared,
-    lock: &SingleNode,
-    lease: &Lease,
+    lock: &dyn Lock,
+    grant: &Grant,
     (tx, rx): (&events::Sender, &mut Events),
     out: &Output,
 ) -> Result<Started, Error> {
@@ -152,7 +216,17 @@ fn run_locked(
         argv: &cfg.argv,
         env: vec![
             ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
-            ("DISTLOCK_TOKEN", lease.token.as_str().to_owned()),
+            ("DISTLOCK_TOKEN", grant.token.as_str().to_owned()),
+            ("DISTLOCK_FENCE", grant.fence.to_string()),
+            (
+                reenter::VAR,
+                reenter::with(Held {
+                    lock: reenter::lock_id(lock),
+                    token: grant.token.as_str().to_owned(),
+                    fence: grant.fence,
+                    limit: cfg.take.limit,
+                }),
+            ),
             ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
         ],
         take_terminal: terminal.is_some(),
@@ -166,68 +240,71 @@ fn run_locked(
     if let Some(guard) = &prepared.guard {
         guard.watch(group);
     }
+    let timeout = renewal_timeout(cfg);
     let renewer = Renewer::new(RenewSpec {
-        lock: lock.fresh(renewal_timeout(cfg)),
-        token: lease.token.clone(),
+        lock: lock.fresh(timeout),
+        token: grant.token.clone(),
         ttl: cfg.take.ttl,
         every: cfg.renew_every,
-        last_ok: lease.since,
+        deadlines: cfg.deadlines,
+        validity: grant.validity,
+        timeout,
         events: tx.clone(),
     });
-    out.verbose(format!(
-        "started {} (process group {group})",
-        output::quote_os(&cfg.argv[0])
-    ));
-    let supervised = Supervisor {
+    out.verbose(
+        Ev::Started,
+        format!(
+            "started {} (process group {group})",
+            output::quote_os(&cfg.argv[0])
+        ),
+    );
+    let (ending, validity) = Supervisor {
         group,
         terminal,
         deadlines: cfg.deadlines,
         kill_signal: cfg.kill_signal,
-        acquired: lease.since,
+        granted: grant.validity,
         renewer,
         guard: &mut prepared.guard,
         out,
     }
     .run(rx);
-    let (ending, last_ok) = supervised;
-    Ok(Started::Ended(ending, last_ok))
+    Ok(Started::Ended(ending, validity))
 }
 
 /// Release the lock, bounded by the Redis timeout; a failure is a warning (the key expires by
 /// itself). Returns what the release found, if it got an answer.
-fn release(
-    lock: &mut SingleNode,
-    token: &Token,
-    cfg: &RunConfig,
-    out: &Output,
-) -> Option<Ownership> {
+fn release(lock: &mut dyn Lock, grant: &Grant, cfg: &RunConfig, out: &Output) -> Option<Ownership> {
     let key = output::quote(cfg.take.name.key());
-    match lock.release(token) {
+    match lock.release(&grant.token, &Budget::within(cfg.take.topology.timeout())) {
         Ok(ownership) => {
-            out.verbose(format!("released lock {key}"));
+            out.verbose(Ev::Released, format!("released lock {key}"));
             Some(ownership)
         }
         Err(e) => {
-            out.warn(format!(
-                "cannot release lock {key} ({e}); it expires by itself within {}",
-                output::duration(cfg.take.ttl)
-            ));
+            out.warn(
+                Ev::ReleaseFailed,
+                format!(
+                    "cannot release lock {key} ({e}); it expires by itself within {}",
+                    output::duration(cfg.take.ttl.max(cfg.take.claim))
+                ),
+            );
             None
         }
     }
 }
 
 /// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.
-fn renewal_timeout(cfg: &RunConfig) -> std::time::Duration {
+fn renewal_timeout(cfg: &RunConfig) -> Duration {
     let window = cfg
         .deadlines
         .retry_window(cfg.renew_every)
         .unwrap_or(cfg.renew_every);
     cfg.take
-        .connector
+        .topology
         .timeout()
         .min(window / 2)
-        .max(std::time::Duration::from_millis(10))
+        .max(Duration::from_millis(10))
 }
 
 fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
@@ -237,21 +314,29 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
                 .into()
         }
         Loss::RenewalsFailed {
-            last_error: Some(e),
-            since_last_ok,
-        } => format!(
-            "no renewal succeeded for {} of its {} TTL; last error: {e}",
-            output::duration(*since_last_ok),
-            output::duration(cfg.take.ttl)
-        ),
-        Loss::RenewalsFailed {
-            last_error: None,
-            since_last_ok,
-        } => format!(
-            "no renewal was confirmed for {} of its {} TTL (Redis did not answer, or distlock was stopped)",
-            output::duration(*since_last_ok),
-            output::duration(cfg.take.ttl)
-        ),
+            last_error,
+            since_anchor,
+            ttl,
+        } => {
+            let of = if *ttl < cfg.take.ttl {
+                format!(
+                    "of the {} claim it was acquired with",
+                    output::duration(*ttl)
+                )
+            } else {
+                format!("of its {} TTL", output::duration(*ttl))
+            };
+            match last_error {
+                Some(e) => format!(
+                    "no renewal succeeded for {} {of}; last error: {e}",
+                    output::duration(*since_anchor)
+                ),
+                None => format!(
+                    "no renewal was confirmed for {} {of} (Redis did not answer, or distlock was stopped)",
+                    output::duration(*since_anchor)
+                ),
+            }
+        }
     }
 }
 

@@ -1,82 +1,207 @@
-//! Taking a lock, as `run` and `acquire` both do: connect, wait (with the waiting display),
-//! and turn every way a wait can end into either a [`Lease`] or how distlock should exit.
+//! Taking a lock, as `run` and `acquire` both do: wait (with the waiting display), and turn
+//! every way a wait can end into either a [`Grant`] or how distlock should exit, with a message
+//! that says what may remain in Redis.
 
+use crate::backend::Cancel;
 use crate::commands::Exit;
 use crate::config::TakeConfig;
 use crate::error::Error;
 use crate::events::{Events, Sender};
-use crate::lock::{Holder, Lease, Lock, SingleNode, Token};
+use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
 use crate::output::progress::WaitDisplay;
-use crate::output::{self, Output};
-use crate::wait::{self, Request, Waited};
+use crate::output::{self, Ev, Msg, Output};
+use crate::wait::{self, Wait, Waited};
 
-/// Connect, wait for the lock described by `cfg`, and return it, or how to exit instead (the
-/// message is already printed).
+/// Wait for the lock described by `cfg` on `lock`, and return the grant, or how to exit
+/// instead (the message is already printed, or is in the error).
 pub fn take(
     cfg: &TakeConfig,
+    lock: &mut dyn Lock,
     holder: &Holder,
     events: (&Sender, &mut Events),
+    cancel: &Cancel,
     out: &Output,
-) -> Result<Result<(SingleNode, Lease), Exit>, Error> {
-    let mut lock = SingleNode::new(cfg.name.clone(), cfg.connector.clone());
+) -> Result<Result<Grant, Exit>, Error> {
     let key = output::quote(cfg.name.key());
-    lock.connect().map_err(|source| Error::Redis {
-        context: "cannot connect to Redis".into(),
-        server: lock.describe(),
-        source,
-    })?;
-    out.verbose(format!("connected to {}", lock.describe()));
-
     let token = Token::generate();
-    let request = Request {
-        token: &token,
-        ttl: cfg.ttl,
-        holder,
+    let wait = Wait {
+        request: Request {
+            token: &token,
+            claim: cfg.claim,
+            ttl: cfg.ttl,
+            holder,
+            limit: cfg.limit,
+            queueing: if cfg.supersede {
+                Queueing::Supersede
+            } else {
+                Queueing::Join
+            },
+            polls: false,
+        },
         policy: cfg.wait,
+        timeout: cfg.topology.timeout(),
+        unreachable_after: cfg.unreachable_after,
+        cancel,
     };
-    let mut display = WaitDisplay::new(out, cfg.name.key(), cfg.wait.limit, cfg.report_every);
-    match wait::acquire(&mut lock, &request, events, &mut display, out) {
-        Waited::Acquired { sent, waited } => {
-            out.verbose(format!(
-                "acquired lock {key} ({}) after {}",
-                cfg.name.lock_key(),
-                output::duration(waited)
-            ));
-            Ok(Ok((lock, Lease { token, since: sent })))
+    let mut display = WaitDisplay::new(
+        out,
+        cfg.name.key(),
+        &lock.describe(),
+        cfg.wait.limit,
+        cfg.report_every,
+    );
+    match wait::acquire(lock, &wait, events, &mut display, out) {
+        Waited::Acquired { grant, waited } => {
+            out.verbose(
+                Ev::Acquired,
+                Msg::new(format!(
+                    "acquired lock {key} ({}) after {}",
+                    cfg.name.lock_key(),
+                    output::duration(waited)
+                ))
+                .waited(waited),
+            );
+            Ok(Ok(grant))
         }
-        Waited::Busy { waited, held } => {
+        Waited::Busy {
+            waited,
+            held,
+            residue,
+        } => {
             let after = if waited < std::time::Duration::from_millis(1) {
                 String::new()
             } else {
                 format!(" after waiting {}", output::duration(waited))
             };
             let who = held
+                .as_ref()
                 .map(|h| format!(" ({})", h.summary()))
                 .unwrap_or_default();
-            let message = format!(
+            let mut message = format!(
                 "lock {key} is busy{who}; gave up{after} (exit {})",
                 cfg.busy_exit
             );
+            if let Some(left) = left_behind(residue, &key) {
+                message.push_str("; ");
+                message.push_str(&left);
+            }
             // `-n -E 0` is the cron idiom for "skip quietly": busy is then not news (cron
             // mails any output), except with -v.
-            if cfg.busy_exit == crate::exit::SUCCESS {
-                out.verbose(message);
+            let mut message = Msg::new(message).exit(cfg.busy_exit).waited(waited);
+            if let Some(held) = &held {
+                message = message.holder(&held.first);
+            }
+            if cfg.busy_exit == crate::exit::SUCCESS && !matches!(residue, Residue::MayRemain(_)) {
+                out.verbose(Ev::Busy, message);
             } else {
-                out.notice(message);
+                out.notice(Ev::Busy, message);
             }
             Ok(Err(Exit::Code(cfg.busy_exit)))
         }
-        Waited::Interrupted(signal) => {
-            out.error(format!(
-                "interrupted by {} while waiting for lock {key}; nothing was acquired",
-                crate::commands::signal_name(signal)
-            ));
+        Waited::Superseded {
+            waited,
+            by,
+            residue,
+        } => {
+            let who = by.map_or_else(|| "a newer waiter".to_owned(), |by| by.summary_with_job());
+            let mut message = format!(
+                "superseded by {who} after waiting {} for lock {key}: a newer run replaces this one \
+                 (exit {})",
+                output::duration(waited),
+                cfg.busy_exit
+            );
+            if let Some(left) = left_behind(residue, &key) {
+                message.push_str("; ");
+                message.push_str(&left);
+            }
+            out.notice(
+                Ev::Superseded,
+                Msg::new(message).exit(cfg.busy_exit).waited(waited),
+            );
+            Ok(Err(Exit::Code(cfg.busy_exit)))
+        }
+        Waited::Conflict(conflict) => Err(Error::Conflict(conflict_message(
+            &conflict, &key, cfg.limit,
+        ))),
+        Waited::Interrupted { signal, residue } => {
+            let what = left_behind(residue, &key).unwrap_or_else(|| "nothing was acquired".into());
+            let name = crate::commands::signal_name(signal);
+            out.error(
+                Ev::Interrupted,
+                Msg::new(format!(
+                    "interrupted by {name} while waiting for lock {key}; {what}"
+                ))
+                .signal(name),
+            );
             Ok(Err(Exit::Signal(signal)))
         }
-        Waited::Failed(source) => Err(Error::Redis {
-            context: format!("cannot acquire lock {key}"),
-            server: lock.describe(),
-            source,
-        }),
+        Waited::Failed {
+            error,
+            unanswered,
+            residue,
+        } => {
+            // Redis never answered any attempt: say how hard we tried (the cause follows).
+            let context = match unanswered {
+                Some(u) if u.attempts > 1 => format!(
+                    "cannot acquire lock {key} after {} attempts over {}",
+                    u.attempts,
+                    output::duration(u.over)
+                ),
+                _ => format!("cannot acquire lock {key}"),
+            };
+            Err(Error::Redis {
+                context,
+                server: lock.describe(),
+                source: error,
+                note: left_behind(residue, &key),
+            })
+        }
+    }
+}
+
+/// A key used in another way than `asked` (the --limit of this run), in words.
+fn conflict_message(conflict: &Conflict, key: &str, asked: u32) -> String {
+    let what = |limit: u32| {
+        if limit <= 1 {
+            "a mutex".to_owned()
+        } else {
+            format!("a semaphore of --limit {limit}")
+        }
+    };
+    let who = conflict
+        .holder
+        .as_ref()
+        .map(|h| format!(", e.g. {}", h.summary()))
+        .unwrap_or_default();
+    let now = match conflict.use_ {
+        Use::Mutex => format!("is held as a mutex{who}"),
+        Use::Semaphore => format!(
+            "is held as {} ({} holders{who})",
+            what(conflict.limit),
+            conflict.count
+        ),
+        Use::Queue => format!(
+            "is waited for as {} ({} waiting{who})",
+            what(conflict.limit),
+            conflict.count
+        ),
+    };
+    format!(
+        "lock {key} {now}, but this run asked for {}; everyone who uses one key must give the \
+         same --limit (or use another key)",
+        what(asked)
+    )
+}
+
+/// What an ended wait left behind, in words, when there is something to say.
+pub fn left_behind(residue: Residue, key: &str) -> Option<String> {
+    match residue {
+        Residue::Nothing => None,
+        Residue::TakenBack => Some("nothing is held (the last attempt was taken back)".to_owned()),
+        Residue::MayRemain(claim) => Some(format!(
+            "the last attempt could not be taken back: if Redis applies it, lock {key} stays held \
+             for at most {} after that (a short claim, not the TTL), then expires by itself",
+            output::duration(claim)
+        )),
     }
 }

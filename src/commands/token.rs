@@ -2,63 +2,86 @@
 
 use std::time::Duration;
 
-use crate::backend::Connector;
+use crate::backend::Budget;
 use crate::commands::Exit;
 use crate::error::Error;
 use crate::exit;
-use crate::lock::{Lock, LockName, Ownership, SingleNode, Token};
-use crate::output::{self, Output};
+use crate::lock::{self, Extended, Lock, LockName, Ownership, Token, Topology};
+use crate::output::{self, Ev, Msg, Output};
 
 /// Extend the lock to `ttl` from now (`None`: the TTL it was acquired with).
 pub fn renew(
-    connector: Connector,
+    topology: Topology,
     name: LockName,
     token: Token,
     ttl: Option<Duration>,
     out: &Output,
 ) -> Result<Exit, Error> {
     let key = output::quote(name.key());
-    let mut lock = SingleNode::new(name, connector);
-    let result = lock.extend(&token, ttl.unwrap_or(Duration::ZERO));
-    finish(result, &lock, &key, ("renew", "renewed"), out)
+    let budget = Budget::within(topology.timeout());
+    let mut lock = lock::open(name, &topology);
+    let result = lock
+        .extend(&token, ttl.unwrap_or(Duration::ZERO), &budget)
+        .map(|extended| match extended {
+            Extended::Held(_) => Ownership::Held,
+            Extended::NotHeld => Ownership::NotHeld,
+        });
+    finish(
+        result,
+        lock.as_ref(),
+        &key,
+        ("renew", "renewed", Ev::Renewed),
+        out,
+    )
 }
 
 /// Release the lock.
 pub fn release(
-    connector: Connector,
+    topology: Topology,
     name: LockName,
     token: Token,
     out: &Output,
 ) -> Result<Exit, Error> {
     let key = output::quote(name.key());
-    let mut lock = SingleNode::new(name, connector);
-    let result = lock.release(&token);
-    finish(result, &lock, &key, ("release", "released"), out)
+    let budget = Budget::within(topology.timeout());
+    let mut lock = lock::open(name, &topology);
+    let result = lock.release(&token, &budget);
+    finish(
+        result,
+        lock.as_ref(),
+        &key,
+        ("release", "released", Ev::Released),
+        out,
+    )
 }
 
 fn finish(
     result: Result<Ownership, crate::backend::BackendError>,
-    lock: &SingleNode,
+    lock: &dyn Lock,
     key: &str,
-    (verb, done): (&str, &str),
+    (verb, done, ev): (&str, &str, Ev),
     out: &Output,
 ) -> Result<Exit, Error> {
     match result {
         Ok(Ownership::Held) => {
-            out.verbose(format!("{done} lock {key}"));
+            out.verbose(ev, format!("{done} lock {key}"));
             Ok(Exit::Code(exit::SUCCESS))
         }
         Ok(Ownership::NotHeld) => {
-            out.error(format!(
-                "cannot {verb} lock {key}: it is not held with this token (it expired, was released \
-                 or broken, or another process holds it now)"
-            ));
+            out.error(
+                Ev::NotHeld,
+                Msg::new(format!(
+                    "cannot {verb} lock {key}: it is not held with this token (it expired, was \
+                     released or broken, or another process holds it now)"
+                ))
+                .exit(exit::NOT_HELD),
+            );
             Ok(Exit::Code(exit::NOT_HELD))
         }
-        Err(source) => Err(Error::Redis {
-            context: format!("cannot {verb} lock {key}"),
-            server: lock.describe(),
+        Err(source) => Err(Error::redis(
+            format!("cannot {verb} lock {key}"),
+            lock.describe(),
             source,
-        }),
+        )),
     }
 }

@@ -24,7 +24,7 @@ pub struct Holder {
     pub host: Option<String>,
     /// Process id: distlock's for `run`, the calling shell's for `acquire`.
     pub pid: Option<u32>,
-    /// User name (or uid).
+    /// User name (`uid N` when none is known).
     pub user: Option<String>,
     /// The command line, shell-quoted and truncated.
     pub command: Option<String>,
@@ -94,12 +94,16 @@ impl Holder {
         let host = nix::unistd::gethostname()
             .ok()
             .map(|h| h.to_string_lossy().into_owned());
-        // USER or LOGNAME, else the uid: a passwd lookup loads NSS (nsswitch.conf, /etc/passwd,
-        // maybe a network directory), which would cost every run more than its start-up.
-        let user = ["USER", "LOGNAME"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-            .or_else(|| Some(format!("uid {}", nix::unistd::getuid())));
+        let user = Some(user_name(
+            |name| std::env::var(name).ok(),
+            nix::unistd::getuid().as_raw(),
+            |uid| {
+                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                    .ok()
+                    .flatten()
+                    .map(|user| user.name)
+            },
+        ));
         let command = (!command.is_empty()).then(|| {
             let words: Vec<String> = command
                 .iter()
@@ -122,10 +126,13 @@ impl Holder {
     }
 
     /// One line for humans: `host pid 123 (./deploy.sh v42)`, or the note.
+    /// Every part comes from Redis, written by whoever took the lock (a note can hold anything):
+    /// control characters are escaped, so that it can never forge a line or move the cursor.
     pub fn summary(&self) -> String {
+        use crate::output::sanitize;
         let mut text = String::new();
         if let Some(host) = &self.host {
-            text.push_str(host);
+            text.push_str(&sanitize(host));
         }
         if let Some(pid) = self.pid {
             if !text.is_empty() {
@@ -135,7 +142,7 @@ impl Holder {
         }
         let what = self.note.as_ref().or(self.command.as_ref());
         if let Some(what) = what {
-            text.push_str(&format!(" ({what})"));
+            text.push_str(&format!(" ({})", sanitize(what)));
         }
         if text.is_empty() {
             "an unnamed holder".to_owned()
@@ -143,6 +150,38 @@ impl Holder {
             text
         }
     }
+}
+
+impl Holder {
+    /// The summary, and the CI job when there is one: who superseded a waiter.
+    pub fn summary_with_job(&self) -> String {
+        match &self.ci_url {
+            Some(url) => format!(
+                "{}, CI job {}",
+                self.summary(),
+                crate::output::sanitize(url)
+            ),
+            None => self.summary(),
+        }
+    }
+}
+
+/// Who runs this process: `USER` or `LOGNAME`, else the name of `uid` from the passwd database
+/// (`by_uid`), else `uid N`.
+///
+/// The lookup loads NSS (nsswitch.conf, /etc/passwd, maybe a network directory), which would
+/// cost every run more than its start-up: it is made only when neither variable is set, as under
+/// systemd or in containers, where a bare `uid 0` would hide that the holder is root.
+pub fn user_name(
+    var: impl Fn(&str) -> Option<String>,
+    uid: u32,
+    by_uid: impl FnOnce(u32) -> Option<String>,
+) -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| var(name).filter(|u| !u.is_empty()))
+        .or_else(|| by_uid(uid).filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// The URL of the CI job this process runs in, if any: GitHub Actions, GitLab CI, Jenkins,
@@ -194,8 +233,10 @@ pub struct HeldBy {
     pub holder: Option<Box<Holder>>,
     /// How long it has been held (on the Redis server's clock).
     pub held_for: Option<Duration>,
-    /// The holder's token (only from an inspection; never printed).
+    /// The holder's token (only from an inspection; never printed whole).
     pub token: Option<String>,
+    /// Its fencing token, when distlock granted it.
+    pub fence: Option<u64>,
 }
 
 impl HeldBy {
@@ -223,6 +264,21 @@ impl HeldBy {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn a_note_from_redis_cannot_forge_a_line() {
+        let holder = Holder {
+            host: Some("h\u{1b}[2J".into()),
+            note: Some("x\ndistlock: acquired lock \"inj\"".into()),
+            ..Holder::default()
+        };
+        let summary = holder.summary();
+        assert!(
+            !summary.contains('\n') && !summary.contains('\u{1b}'),
+            "{summary}"
+        );
+        assert!(summary.contains("x\\ndistlock"), "{summary}");
+    }
 
     #[test]
     fn fields_round_trip() {
@@ -284,6 +340,32 @@ mod tests {
             Some("https://buildkite.com/o/p/builds/3#abc".into())
         );
         assert_eq!(ci_job_url(env(&[])), None);
+    }
+
+    #[test]
+    fn user_from_the_environment_else_the_passwd_database_else_the_uid() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let never = |_: u32| -> Option<String> { panic!("no passwd lookup when USER is set") };
+        assert_eq!(user_name(env(&[("USER", "deploy")]), 0, never), "deploy");
+        assert_eq!(
+            user_name(env(&[("USER", ""), ("LOGNAME", "ops")]), 0, never),
+            "ops"
+        );
+        let passwd = |uid: u32| (uid == 0).then(|| "root".to_owned());
+        assert_eq!(user_name(env(&[]), 0, passwd), "root");
+        assert_eq!(
+            user_name(env(&[("USER", ""), ("LOGNAME", "")]), 0, passwd),
+            "root"
+        );
+        assert_eq!(user_name(env(&[]), 4242, passwd), "uid 4242");
+        assert_eq!(user_name(env(&[]), 7, |_| Some(String::new())), "uid 7");
     }
 
     #[test]

@@ -1,9 +1,25 @@
 //! WHAT a lock is: its Redis keys, its token, its Lua scripts, and the [`Lock`] interface that
 //! the engine (wait, renew, release) drives.
 //!
-//! A lock algorithm implements [`Lock`]: today [`SingleNode`] (one Redis server); Redlock over N
-//! independent servers, Sentinel and Cluster plug in behind the same trait. The engine never
-//! assumes a single connection: a thread that needs its own calls [`Lock::fresh`].
+//! Every command gets its lock from [`open`] and sees only `dyn Lock`: a lock algorithm is an
+//! implementation of the trait, today [`single::SingleNode`] (one Redis server); Redlock over N
+//! independent servers, Sentinel and Cluster plug in behind the same constructor.
+//!
+//! # What a grant promises
+//!
+//! A lock is never "held until further notice": every answer that says "ours" comes with a
+//! [`Validity`], an instant on our own monotonic clock and a duration, such that the lock cannot
+//! expire in Redis before `anchor + ttl`. The anchor is the send time of the request that set
+//! the expiry (Redis applied it no earlier than we sent it). The kill deadlines of `run` are
+//! computed from the latest validity, and nothing else.
+//!
+//! # Claims
+//!
+//! An acquire attempt asks for a short *claim*, not the full TTL: an attempt whose reply is lost
+//! (Redis stopped, the network cut) and that distlock cannot take back then blocks the key for
+//! seconds, not for a TTL that may be hours. Once the grant is in, the lock is extended to the
+//! full TTL like any renewal (in the background for `run`, whose kill deadlines cover the claim
+//! meanwhile; before printing the token for `acquire`).
 //!
 //! # Redis layout (a protocol other clients depend on: keep it stable)
 //!
@@ -18,17 +34,19 @@
 //! The braces make `K` a Cluster hash tag, so every companion key `P{K}:...` lives in the same
 //! slot as the lock.
 
+#[cfg(test)]
+pub mod fake;
 pub mod holder;
 mod name;
+mod redlock;
 mod single;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::backend::{BackendError, Notice, Subscription};
+use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 
 pub use holder::{HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
-pub use single::{SingleNode, list};
 
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,32 +69,200 @@ impl Token {
     }
 }
 
-/// A lock we hold: our token, and the send time of the attempt that took it (the lock cannot
-/// expire before `since + ttl`).
+/// A lower bound for a lock's expiry: it cannot expire in Redis before `anchor + ttl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    /// Send time (our monotonic clock) of the request that set the expiry.
+    pub anchor: Instant,
+    /// The expiry that request set, from the moment Redis applied it.
+    pub ttl: Duration,
+}
+
+impl Validity {
+    /// The earliest instant at which the lock may expire.
+    pub fn earliest_expiry(&self) -> Instant {
+        self.anchor + self.ttl
+    }
+}
+
+/// A lock we hold.
 #[derive(Clone, Debug)]
-pub struct Lease {
+pub struct Grant {
     /// Our token.
     pub token: Token,
-    /// Send time of the successful acquire attempt (monotonic clock).
-    pub since: std::time::Instant,
+    /// The fencing token: greater than every earlier grant's for the same key (see
+    /// [`Answer::Granted`]).
+    pub fence: u64,
+    /// Until when it is certainly ours.
+    pub validity: Validity,
+}
+
+/// How an attempt relates to the line of waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queueing {
+    /// Take the lock if it is free and nobody waits for it; take no place in line (`-n`, spin
+    /// mode, and the first attempt of every wait).
+    Try,
+    /// Take the lock when our turn comes; join the line, or keep our place in it.
+    Join,
+    /// As `Join`, and cancel every waiter that joined before us (`--supersede`).
+    Supersede,
+}
+
+/// What to ask for in one acquire attempt.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    /// Our token (the same for every attempt of one wait).
+    pub token: &'a Token,
+    /// The claim: the expiry an attempt sets (see the module docs).
+    pub claim: Duration,
+    /// The full TTL, stored with the lock (`renew` without `--ttl` reuses it).
+    pub ttl: Duration,
+    /// What to store about us beside the lock.
+    pub holder: &'a Holder,
+    /// 1: a mutex; N: a counting semaphore of N slots.
+    pub limit: u32,
+    /// Whether to take a place in line.
+    pub queueing: Queueing,
+    /// The waiter polls (spin mode, or notifications failed): it cannot be woken, so nobody
+    /// hands it the lock; it takes a free lock when it finds one, after every waiter ahead of
+    /// it that waits to be handed the lock.
+    pub polls: bool,
+}
+
+/// Who holds a busy lock, as an attempt sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holders {
+    /// The mutex holder, or the semaphore holder whose slot expires first.
+    pub first: HeldBy,
+    /// How many hold it (1 for a mutex).
+    pub count: u32,
+    /// The limit (1 for a mutex).
+    pub limit: u32,
+    /// How many wait in line.
+    pub waiting: u32,
+}
+
+impl Holders {
+    /// One line for humans: who holds it, for how long, until when.
+    pub fn summary(&self) -> String {
+        if self.limit <= 1 {
+            return self.first.summary();
+        }
+        format!(
+            "{} of {} slots held; the first to expire is {}",
+            self.count,
+            self.limit,
+            self.first.summary()
+        )
+    }
 }
 
 /// The outcome of one acquisition attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    /// We hold the lock now.
-    Acquired,
-    /// Someone else holds it.
-    Busy(HeldBy),
+pub enum Answer {
+    /// We hold the lock (or a slot) now, until at least the validity's end. The fence is an
+    /// integer strictly greater than every earlier grant's for the same key, for as long as
+    /// Redis keeps its data (and beyond, while the server's clock does not go back: see
+    /// `lua/common.lua`).
+    Granted {
+        /// Until when it is certainly ours.
+        validity: Validity,
+        /// The fencing token.
+        fence: u64,
+    },
+    /// Someone else holds it; we took no place in line.
+    Busy(Holders),
+    /// Someone else holds it, or others wait before us: we are in line.
+    Queued {
+        /// Who holds it.
+        holders: Holders,
+        /// Our place (1: next).
+        position: u32,
+        /// Attempt again within this long, or lose the place.
+        refresh_in: Duration,
+    },
+    /// A waiter that joined after us with `--supersede` cancelled our place.
+    Superseded(Option<Box<Holder>>),
+    /// The key is used in another way than this attempt's (a mutex and a semaphore, or
+    /// semaphores of different limits): refused, whatever the wait.
+    Conflict(Conflict),
+}
+
+/// How a key is used, when an attempt wanted another use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// What the key is now.
+    pub use_: Use,
+    /// Its limit (1: a mutex).
+    pub limit: u32,
+    /// How many hold it (or wait for it, for [`Use::Queue`]).
+    pub count: u32,
+    /// One of them.
+    pub holder: Option<Box<Holder>>,
+}
+
+/// How a key is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Held as a mutex.
+    Mutex,
+    /// Held as a semaphore.
+    Semaphore,
+    /// Free, with waiters in line for another limit.
+    Queue,
+}
+
+/// A waiter in line, as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// What it says about itself.
+    pub holder: Option<Box<Holder>>,
+    /// How long it has waited (on the Redis server's clock).
+    pub waited: Option<Duration>,
+    /// The limit it waits for.
+    pub limit: u32,
 }
 
 /// What an inspection found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockState {
+    /// Who holds it (empty: free): one mutex holder, or the semaphore's holders.
+    pub holders: Vec<HeldBy>,
+    /// 1 for a mutex, N for a semaphore, 0 when free.
+    pub limit: u32,
+    /// Who waits, first in line first.
+    pub waiters: Vec<Waiting>,
+}
+
+impl LockState {
+    /// Whether nobody holds the lock.
+    pub fn is_free(&self) -> bool {
+        self.holders.is_empty()
+    }
+}
+
+/// What an inspection of every node found: `status` and `list` show it.
+///
+/// One server answers for itself: its survey is its inspection, without per-node views. A
+/// Redlock's nodes answer each for itself, and the lock is what a majority of them agree on;
+/// when they answered but no token (nor "free") is on a majority, that is a *split* (after
+/// partial acquires, or a node that lost its data), which is an answer to show, not an error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// The lock as a majority sees it; `None` on a split.
+    pub agreed: Option<LockState>,
+    /// Each node's view, in the order the nodes were given; empty for one server.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One node's view of a lock, as a [`Survey`] found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LockState {
-    /// Nobody holds the lock.
-    Free,
-    /// Somebody does.
-    Held(HeldBy),
+pub struct NodeView {
+    /// The node's address, for people (passwords redacted).
+    pub address: String,
+    /// What the node holds for the lock, or why it did not say (the error's text).
+    pub state: Result<LockState, String>,
 }
 
 /// How long the current holder's lock has left.
@@ -88,7 +274,7 @@ pub enum HolderTtl {
     Never,
 }
 
-/// Whether an extend or a release found our token in place.
+/// Whether a release found our token in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ownership {
     /// It was ours; the operation was done.
@@ -97,10 +283,34 @@ pub enum Ownership {
     NotHeld,
 }
 
+/// What an extend found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extended {
+    /// It was ours, and now is until at least this validity's end.
+    Held(Validity),
+    /// It was not ours (expired, deleted, or taken by someone else); nothing was changed.
+    NotHeld,
+}
+
+/// What giving up a wait left behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residue {
+    /// Nothing of ours can be in Redis, now or later.
+    Nothing,
+    /// An attempt whose answer was lost may have taken the lock; it was given back (or its
+    /// release was queued right behind it), so nothing of ours can remain.
+    TakenBack,
+    /// Something of ours may remain and could not be taken back (Redis did not answer): a lock
+    /// that a lost attempt may have taken (or may still take, if Redis has it queued), or our
+    /// place in line. It expires by itself at most this long after Redis applies it.
+    MayRemain(Duration),
+}
+
 /// A lock algorithm over one or more Redis servers.
 ///
-/// Every method makes one bounded attempt (bounded by the backend's timeouts) and never sleeps;
-/// waiting and retrying are the engine's business.
+/// Every method makes one attempt that ends by the budget's deadline (or at once when its cancel
+/// flag is raised), whatever the servers do; it never sleeps. Waiting and retrying are the
+/// engine's business ([`crate::wait`]).
 pub trait Lock: Send {
     /// The lock's name and keys.
     fn name(&self) -> &LockName;
@@ -108,34 +318,177 @@ pub trait Lock: Send {
     /// Where the lock lives, for messages (passwords redacted).
     fn describe(&self) -> String;
 
-    /// Connect now, so that an unreachable server is reported before anything else happens.
-    fn connect(&mut self) -> Result<(), BackendError>;
+    /// Whether this lock keeps a line of waiters (and wakes them one by one), so that
+    /// [`Queueing::Join`] means something; a lock that does not answers every attempt with
+    /// `Busy`, and its waiters are woken by every release.
+    fn queues(&self) -> bool;
 
-    /// Try once to take the lock for `token` with `ttl`. An error whose
-    /// [`BackendError::maybe_applied`] is true means the lock may now be ours: the caller must
-    /// either retry with the same token or release it.
+    /// Try once to take the lock for `request.token` with the claim as its expiry. A lost reply
+    /// is an error whose [`BackendError::maybe_applied`] is true: the lock may now be ours, so
+    /// the caller must use the same token again, or [`Lock::give_up`].
     fn try_acquire(
+        &mut self,
+        request: &Request<'_>,
+        budget: &Budget,
+    ) -> Result<Answer, BackendError>;
+
+    /// Stop trying: leave the line, and take back whatever an attempt of `token` may have taken
+    /// or may still take (a lost reply, or a lock handed to us meanwhile).
+    fn give_up(&mut self, token: &Token, claim: Duration, budget: &Budget) -> Residue;
+
+    /// Look at the lock without changing it.
+    fn inspect(&mut self, budget: &Budget) -> Result<LockState, BackendError>;
+
+    /// As [`Lock::inspect`], with each node's view, and a split (no majority agrees on a
+    /// holder) as an answer instead of an error. A lock on one server has no per-node view:
+    /// this default is its inspection.
+    fn survey(&mut self, budget: &Budget) -> Result<Survey, BackendError> {
+        Ok(Survey {
+            agreed: Some(self.inspect(budget)?),
+            nodes: Vec::new(),
+        })
+    }
+
+    /// Whether `token` still holds the lock (or a slot), and its fence if so: a nested run of
+    /// the same lock checks its holder's lock this way before running its command.
+    fn holds(&mut self, token: &Token, budget: &Budget) -> Result<Option<u64>, BackendError>;
+
+    /// Extend our lock to `ttl` from now, only if it still holds `token` (a zero `ttl`: the TTL
+    /// it was acquired with).
+    fn extend(
         &mut self,
         token: &Token,
         ttl: Duration,
-        holder: &Holder,
-    ) -> Result<Attempt, BackendError>;
+        budget: &Budget,
+    ) -> Result<Extended, BackendError>;
 
-    /// Look at the lock without changing it.
-    fn inspect(&mut self) -> Result<LockState, BackendError>;
+    /// Release the lock (or our slot), only if `token` holds it, and hand it to the next in
+    /// line or wake the waiters. (`break` passes the token it saw when it showed the holder, so
+    /// that it never breaks a newer holder.)
+    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError>;
 
-    /// Extend our lock to `ttl` from now, only if it still holds `token`.
-    fn extend(&mut self, token: &Token, ttl: Duration) -> Result<Ownership, BackendError>;
-
-    /// Release the lock, only if it still holds `token`, and wake the waiters. (`break` passes
-    /// the token it saw when it showed the holder, so that it never breaks a newer holder.)
-    fn release(&mut self, token: &Token) -> Result<Ownership, BackendError>;
-
-    /// Another handle on the same lock with its own connection(s), for another thread, whose
-    /// Redis commands time out after `timeout`.
+    /// Another handle on the same lock with its own connection(s), for a background thread
+    /// that does its own waiting (calls run on that thread), whose Redis commands time out
+    /// after `timeout`.
     fn fresh(&self, timeout: Duration) -> Box<dyn Lock>;
 
-    /// Subscribe to release notifications. Returns once subscribed: a release published after
-    /// this returns is reported through `notify`.
-    fn subscribe(&self, notify: Box<dyn Fn(Notice) + Send>) -> Result<Subscription, BackendError>;
+    /// Subscribe to the wake-ups of the waiter `token`: its own (its turn came, it was
+    /// superseded) when the lock [`queues`](Lock::queues), or every release otherwise. Returns
+    /// once subscribed: a wake-up published after this returns is reported through `notify`.
+    fn subscribe(
+        &self,
+        token: &Token,
+        notify: Box<dyn Fn(Notice) + Send>,
+        budget: &Budget,
+    ) -> Result<Subscription, BackendError>;
+}
+
+/// Where locks live: everything [`open`] needs besides the lock's name.
+#[derive(Clone, Debug)]
+pub enum Topology {
+    /// One primary (addressed directly, or through Sentinel or Cluster: finding it is the
+    /// connector's business).
+    Single(Box<Connector>),
+    /// Independent primaries: a Redlock over them.
+    Redlock {
+        /// One connector per primary.
+        nodes: Vec<Connector>,
+        /// Each node's time to answer one request.
+        node_timeout: Duration,
+    },
+}
+
+impl Topology {
+    /// The servers, for messages (passwords redacted).
+    pub fn describe(&self) -> String {
+        match self {
+            Topology::Single(server) => server.display().to_owned(),
+            Topology::Redlock { nodes, .. } => nodes
+                .iter()
+                .map(Connector::display)
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    /// The per-request timeout (`--redis-timeout`).
+    pub fn timeout(&self) -> Duration {
+        match self {
+            Topology::Single(server) => server.timeout(),
+            Topology::Redlock { nodes, .. } => nodes
+                .iter()
+                .map(Connector::timeout)
+                .max()
+                .unwrap_or(Duration::from_secs(2)),
+        }
+    }
+}
+
+/// The lock `name` on `topology`. Connects on first use.
+pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
+    match topology {
+        Topology::Single(server) => Box::new(single::SingleNode::new(name, (**server).clone())),
+        Topology::Redlock {
+            nodes,
+            node_timeout,
+        } => Box::new(redlock::Redlock::new(name, nodes, *node_timeout)),
+    }
+}
+
+/// Every lock under `prefix` whose key matches the glob `pattern` and that is held or waited
+/// for, with what is known about it. On a Redlock: every key any node has, surveyed (as a
+/// majority sees it, with each node's view; a lock in a split is listed as one).
+pub fn list(
+    topology: &Topology,
+    prefix: &str,
+    pattern: &str,
+) -> Result<Vec<(LockName, Survey)>, BackendError> {
+    match topology {
+        Topology::Single(server) => Ok(single::list(server, prefix, pattern)?
+            .into_iter()
+            .map(|(name, state)| {
+                let survey = Survey {
+                    agreed: Some(state),
+                    nodes: Vec::new(),
+                };
+                (name, survey)
+            })
+            .collect()),
+        Topology::Redlock { nodes, .. } => {
+            let mut names: Vec<LockName> = Vec::new();
+            let mut reached = 0;
+            let mut last = None;
+            for node in nodes {
+                match single::list(node, prefix, pattern) {
+                    Ok(found) => {
+                        reached += 1;
+                        for (name, _) in found {
+                            if !names.contains(&name) {
+                                names.push(name);
+                            }
+                        }
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            if reached < nodes.len() / 2 + 1 {
+                return Err(last.unwrap_or_else(|| BackendError::Connect("no node".into())));
+            }
+            names.sort_by(|a, b| a.key().cmp(b.key()));
+            let mut locks = Vec::new();
+            for name in names {
+                let mut lock = open(name.clone(), topology);
+                match lock.survey(&Budget::within(topology.timeout())) {
+                    Ok(Survey {
+                        agreed: Some(state),
+                        ..
+                    }) if state.is_free() && state.waiters.is_empty() => {}
+                    Ok(survey) => locks.push((name, survey)),
+                    Err(BackendError::Reply(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(locks)
+        }
+    }
 }

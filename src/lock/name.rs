@@ -42,6 +42,12 @@ impl LockName {
         &self.key
     }
 
+    /// The prefix (`PREFIX` of `PREFIX{KEY}`).
+    pub fn prefix(&self) -> &str {
+        let end = self.lock_key.len().saturating_sub(self.key.len() + 2);
+        self.lock_key.get(..end).unwrap_or_default()
+    }
+
     /// The Redis key of the lock: `PREFIX{KEY}`.
     pub fn lock_key(&self) -> &str {
         &self.lock_key
@@ -62,6 +68,16 @@ impl LockName {
         validate_key(inner).ok().map(|()| inner)
     }
 
+    /// A Redis key of a lock under `prefix`, split into the user's key and what follows the
+    /// hash tag (`""` for the lock itself, `":owner"`, `":queue"`, ...); None for keys of other
+    /// programs.
+    pub fn split<'a>(prefix: &str, redis_key: &'a str) -> Option<(&'a str, &'a str)> {
+        let inner = redis_key.strip_prefix(prefix)?.strip_prefix('{')?;
+        let end = inner.find('}')?;
+        let (key, rest) = (&inner[..end], &inner[end + 1..]);
+        validate_key(key).ok().map(|()| (key, rest))
+    }
+
     /// The SCAN pattern for lock keys whose KEY matches the glob `pattern`.
     pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
         let mut escaped = String::with_capacity(prefix.len() + pattern.len() + 2);
@@ -74,9 +90,34 @@ impl LockName {
         format!("{escaped}{{{pattern}}}")
     }
 
-    /// The pub/sub channel the release script publishes on: `PREFIX{KEY}:released`.
+    /// The pub/sub channel a release that leaves the lock free publishes on:
+    /// `PREFIX{KEY}:released`.
     pub fn channel(&self) -> &str {
         &self.channel
+    }
+
+    /// The channel on which the waiter `token` is woken alone (its turn came, or it was
+    /// superseded): `PREFIX{KEY}:wake:TOKEN`.
+    pub fn wake_channel(&self, token: &str) -> String {
+        format!("{}:wake:{token}", self.lock_key)
+    }
+
+    /// Every key of the lock, in the order the scripts take them (see `lua/common.lua`): the
+    /// lock, its owner hash, the fence counter, the line (queue, waiters, alive), the semaphore
+    /// (slots, holders), and the superseded waiters. All share the hash tag `{KEY}`.
+    pub fn keys(&self) -> [String; 9] {
+        let k = &self.lock_key;
+        [
+            k.clone(),
+            self.owner_key.clone(),
+            format!("{k}:fence"),
+            format!("{k}:queue"),
+            format!("{k}:waiters"),
+            format!("{k}:alive"),
+            format!("{k}:slots"),
+            format!("{k}:holders"),
+            format!("{k}:superseded"),
+        ]
     }
 }
 
@@ -155,10 +196,29 @@ mod tests {
         assert_eq!(name.lock_key(), "distlock:{deploy-prod}");
         assert_eq!(name.channel(), "distlock:{deploy-prod}:released");
         assert_eq!(name.key(), "deploy-prod");
+        assert_eq!(name.prefix(), "distlock:");
+        assert_eq!(LockName::new("", "k").prefix(), "");
         assert_eq!(name.owner_key(), "distlock:{deploy-prod}:owner");
+        assert_eq!(name.keys()[2], "distlock:{deploy-prod}:fence");
+        assert_eq!(name.keys()[8], "distlock:{deploy-prod}:superseded");
+        assert!(
+            name.keys()
+                .iter()
+                .all(|k| k.starts_with("distlock:{deploy-prod}"))
+        );
+        assert_eq!(name.wake_channel("t"), "distlock:{deploy-prod}:wake:t");
         assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}"), Some("a-b"));
         assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}:owner"), None);
         assert_eq!(LockName::key_of("distlock:", "other:{a}"), None);
+        assert_eq!(
+            LockName::split("distlock:", "distlock:{a-b}:slots"),
+            Some(("a-b", ":slots"))
+        );
+        assert_eq!(
+            LockName::split("distlock:", "distlock:{a-b}"),
+            Some(("a-b", ""))
+        );
+        assert_eq!(LockName::split("distlock:", "distlock:{a b}"), None);
         assert_eq!(
             LockName::scan_pattern("distlock:", "dep*"),
             "distlock:{dep*}"

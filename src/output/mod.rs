@@ -1,14 +1,24 @@
 //! The one place that prints distlock's own messages.
 //!
-//! Every line goes to stderr (stdout belongs to the child during `run`), starts with `distlock: `,
-//! honours `-q`/`-v`, and passes through two filters: user-controlled text is sanitised by
-//! [`quote`] before it reaches a terminal, and registered secrets (the password of the Redis URL)
-//! are replaced by `***` in every line, whatever produced it (including Redis error texts).
+//! Every message goes to stderr (stdout belongs to the child during `run`), names its event
+//! ([`Ev`]), and honours `-q`/`-v`. In text mode (the default) it is one line starting with
+//! `distlock: `; with `--log-format json` it is one JSON object per line (see `json_line`).
+//! Two filters apply in both formats: user-controlled text is sanitised by [`quote`] before it
+//! reaches a terminal, and registered secrets (the password of the Redis URL) are replaced by
+//! `***` in every message, whatever produced it (including Redis error texts).
 
+mod event;
 pub mod progress;
+
+pub use event::{Ev, table as event_table};
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::lock::HeldBy;
 
 /// How chatty to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,6 +31,103 @@ pub enum Level {
     Verbose,
 }
 
+/// How each message is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `distlock: TEXT`, for people (the default).
+    Text,
+    /// One JSON object per line, for programs (`--log-format json`).
+    Json,
+}
+
+/// How serious a message is: which of [`Output`]'s methods printed it (the `level` field of a
+/// JSON line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Severity {
+    Error,
+    Warning,
+    Notice,
+    Debug,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Notice => "notice",
+            Severity::Debug => "debug",
+        }
+    }
+}
+
+/// A message: the human text, and the few facts a program may want without parsing it (only
+/// JSON lines carry them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Msg {
+    text: String,
+    exit: Option<u8>,
+    signal: Option<String>,
+    waited_ms: Option<u64>,
+    holder: Option<HolderFields>,
+}
+
+/// Who holds the lock, in a JSON line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+struct HolderFields {
+    host: Option<String>,
+    pid: Option<u32>,
+}
+
+impl Msg {
+    /// A message with this text.
+    pub fn new(text: impl Into<String>) -> Msg {
+        Msg {
+            text: text.into(),
+            ..Msg::default()
+        }
+    }
+
+    /// distlock exits with `code` because of what this message says.
+    pub fn exit(mut self, code: u8) -> Msg {
+        self.exit = Some(code);
+        self
+    }
+
+    /// The signal concerned (`SIGINT`).
+    pub fn signal(mut self, name: impl Into<String>) -> Msg {
+        self.signal = Some(name.into());
+        self
+    }
+
+    /// How long distlock waited for the lock.
+    pub fn waited(mut self, waited: Duration) -> Msg {
+        self.waited_ms = Some(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The holder of the lock, when it stored who it is.
+    pub fn holder(mut self, held: &HeldBy) -> Msg {
+        self.holder = held.holder.as_ref().map(|h| HolderFields {
+            host: h.host.clone(),
+            pid: h.pid,
+        });
+        self
+    }
+}
+
+impl From<String> for Msg {
+    fn from(text: String) -> Msg {
+        Msg::new(text)
+    }
+}
+
+impl From<&str> for Msg {
+    fn from(text: &str) -> Msg {
+        Msg::new(text)
+    }
+}
+
 /// A cheap, clonable handle on the output settings, shared with background threads.
 #[derive(Clone, Debug)]
 pub struct Output {
@@ -30,15 +137,36 @@ pub struct Output {
 #[derive(Debug)]
 struct Inner {
     level: Level,
+    format: Format,
+    /// The lock the messages are about (the `key` field of a JSON line).
+    key: Option<String>,
     secrets: Vec<String>,
 }
 
 impl Output {
-    /// An output at `level` that redacts each of `secrets` (empty strings are ignored).
-    pub fn new(level: Level, secrets: Vec<String>) -> Self {
+    /// An output at `level`, in `format`, that redacts each of `secrets` (empty strings are
+    /// ignored).
+    pub fn new(level: Level, format: Format, secrets: Vec<String>) -> Self {
         let secrets = secrets.into_iter().filter(|s| !s.is_empty()).collect();
         Output {
-            inner: Arc::new(Inner { level, secrets }),
+            inner: Arc::new(Inner {
+                level,
+                format,
+                key: None,
+                secrets,
+            }),
+        }
+    }
+
+    /// The same output, for messages about the lock `key`.
+    pub fn about(&self, key: &str) -> Output {
+        Output {
+            inner: Arc::new(Inner {
+                level: self.inner.level,
+                format: self.inner.format,
+                key: Some(key.to_owned()),
+                secrets: self.inner.secrets.clone(),
+            }),
         }
     }
 
@@ -47,29 +175,44 @@ impl Output {
         self.inner.level
     }
 
+    /// The format in effect.
+    pub fn format(&self) -> Format {
+        self.inner.format
+    }
+
     /// An error that explains why distlock exits non-zero. Shown even with `-q`.
-    pub fn error(&self, msg: impl AsRef<str>) {
-        self.line(msg.as_ref());
+    pub fn error(&self, ev: Ev, msg: impl Into<Msg>) {
+        self.emit(Severity::Error, ev, msg.into());
     }
 
     /// Something went wrong but distlock carries on. Hidden by `-q`.
-    pub fn warn(&self, msg: impl AsRef<str>) {
+    pub fn warn(&self, ev: Ev, msg: impl Into<Msg>) {
         if self.inner.level >= Level::Normal {
-            self.line(&format!("warning: {}", msg.as_ref()));
+            self.emit(Severity::Warning, ev, msg.into());
         }
     }
 
     /// A normal notice (e.g. "waiting for the lock"). Hidden by `-q`.
-    pub fn notice(&self, msg: impl AsRef<str>) {
+    pub fn notice(&self, ev: Ev, msg: impl Into<Msg>) {
         if self.inner.level >= Level::Normal {
-            self.line(msg.as_ref());
+            self.emit(Severity::Notice, ev, msg.into());
         }
     }
 
     /// A step explained with `-v`.
-    pub fn verbose(&self, msg: impl AsRef<str>) {
+    pub fn verbose(&self, ev: Ev, msg: impl Into<Msg>) {
         if self.inner.level >= Level::Verbose {
-            self.line(msg.as_ref());
+            self.emit(Severity::Debug, ev, msg.into());
+        }
+    }
+
+    /// A question that waits for an answer on the terminal (even with `-q`): `text` as it is,
+    /// without prefix or newline, so that the answer is typed after it. In JSON mode it is a
+    /// line like any other (a notice), and the answer is typed on the next line.
+    pub fn prompt(&self, ev: Ev, text: &str) {
+        match self.inner.format {
+            Format::Text => self.write(self.redact(text)),
+            Format::Json => self.emit(Severity::Notice, ev, Msg::new(text.trim_end())),
         }
     }
 
@@ -87,11 +230,103 @@ impl Output {
         text
     }
 
-    fn line(&self, msg: &str) {
-        let text = format!("distlock: {}\n", self.redact(msg));
+    fn emit(&self, severity: Severity, ev: Ev, msg: Msg) {
+        self.write(self.render(SystemTime::now(), severity, ev, &msg));
+    }
+
+    /// The line for `msg`, as printed at `at`.
+    fn render(&self, at: SystemTime, severity: Severity, ev: Ev, msg: &Msg) -> String {
+        let text = match severity {
+            Severity::Warning => format!("warning: {}", msg.text),
+            _ => msg.text.clone(),
+        };
+        match self.inner.format {
+            Format::Text => format!("distlock: {}\n", self.redact(&text)),
+            Format::Json => json_line(
+                at,
+                severity,
+                self.inner.key.as_deref(),
+                ev,
+                &text,
+                msg,
+                &|text| self.redact(text),
+            ),
+        }
+    }
+
+    fn write(&self, text: String) {
         // One write call per line so that lines from several threads never interleave. A failed
         // write to stderr has nowhere to be reported.
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+}
+
+/// One message (`text`, and the fields of `msg`) as a JSON line:
+/// `{"ts":"2026-11-23T10:00:00.123Z","level":"notice","key":"deploy","event":"waiting","msg":"lock \"deploy\" is busy; ..."}`,
+/// then the fields the message carries (`exit`, `signal`, `waited_ms`, `holder`). `key` is null
+/// when the message is about no lock. Every string passes through `redact` before it is encoded
+/// (after encoding, a secret with a quote or a backslash would no longer match); quotes,
+/// backslashes and every control character are escaped, so one message is always one line and
+/// never a terminal escape sequence.
+fn json_line(
+    at: SystemTime,
+    severity: Severity,
+    key: Option<&str>,
+    ev: Ev,
+    text: &str,
+    msg: &Msg,
+    redact: &dyn Fn(&str) -> String,
+) -> String {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        ts: String,
+        level: &'static str,
+        key: Option<String>,
+        event: &'static str,
+        msg: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit: Option<u8>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        signal: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        waited_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder: Option<HolderFields>,
+    }
+    let line = Line {
+        ts: humantime::format_rfc3339_millis(at).to_string(),
+        level: severity.as_str(),
+        key: key.map(redact),
+        event: ev.as_str(),
+        msg: redact(text),
+        exit: msg.exit,
+        signal: msg.signal.as_deref(),
+        waited_ms: msg.waited_ms,
+        holder: msg.holder.as_ref().map(|h| HolderFields {
+            host: h.host.as_deref().map(redact),
+            pid: h.pid,
+        }),
+    };
+    match serde_json::to_string(&line) {
+        Ok(encoded) => {
+            // JSON requires escaping only below U+0020; escape DEL and the C1 controls too (some
+            // terminals obey U+009B as an escape sequence), as text mode's `quote` does.
+            let mut text = String::with_capacity(encoded.len() + 1);
+            for c in encoded.chars() {
+                if c.is_control() {
+                    text.push_str(&format!("\\u{:04x}", u32::from(c)));
+                } else {
+                    text.push(c);
+                }
+            }
+            text.push('\n');
+            text
+        }
+        // Strings and numbers always encode; if this ever fails, still say something parseable.
+        Err(_) => format!(
+            "{{\"ts\":\"{}\",\"level\":\"error\",\"key\":null,\"event\":\"internal-error\",\"msg\":\"a message could not be encoded\"}}\n",
+            line.ts
+        ),
     }
 }
 
@@ -165,11 +400,140 @@ mod tests {
 
     #[test]
     fn redacts_every_occurrence() {
-        let out = Output::new(Level::Normal, vec!["s3cret".into(), String::new()]);
+        let out = Output::new(
+            Level::Normal,
+            Format::Text,
+            vec!["s3cret".into(), String::new()],
+        );
         assert_eq!(
             out.redact("redis://u:s3cret@h and s3cret"),
             "redis://u:***@h and ***"
         );
+    }
+
+    /// The line `out` prints for `msg` at a fixed time (as a notice unless said otherwise).
+    fn render(out: &Output, severity: Severity, ev: Ev, msg: &Msg) -> String {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_000_000_123);
+        out.render(at, severity, ev, msg)
+    }
+
+    /// A JSON output about `key` that redacts `secrets`.
+    fn json_out(key: Option<&str>, secrets: &[&str]) -> Output {
+        let out = Output::new(
+            Level::Normal,
+            Format::Json,
+            secrets.iter().map(|s| s.to_string()).collect(),
+        );
+        match key {
+            Some(key) => out.about(key),
+            None => out,
+        }
+    }
+
+    fn parse(line: &str) -> serde_json::Value {
+        serde_json::from_str(line).unwrap()
+    }
+
+    #[test]
+    fn a_json_line_has_the_documented_fields_in_order() {
+        let out = json_out(Some("deploy"), &[]);
+        let msg = Msg::new("lock \"deploy\" is busy");
+        assert_eq!(
+            render(&out, Severity::Notice, Ev::Waiting, &msg),
+            "{\"ts\":\"2026-11-18T11:06:40.123Z\",\"level\":\"notice\",\"key\":\"deploy\",\
+             \"event\":\"waiting\",\"msg\":\"lock \\\"deploy\\\" is busy\"}\n"
+        );
+        // No lock: the key is null, not absent, so that `.key` always works.
+        let out = json_out(None, &[]);
+        let line = render(
+            &out,
+            Severity::Error,
+            Ev::UsageError,
+            &Msg::new("bad").exit(64),
+        );
+        assert!(line.contains("\"key\":null"), "{line}");
+        let value = parse(&line);
+        assert_eq!(value["level"], "error");
+        assert_eq!(value["exit"], 64);
+        assert!(value.get("holder").is_none() && value.get("signal").is_none());
+    }
+
+    #[test]
+    fn text_lines_are_unchanged_by_events() {
+        let out = Output::new(Level::Normal, Format::Text, vec!["s3cret".into()]).about("k");
+        let msg = Msg::new("cannot release redis://:s3cret@h").exit(69);
+        assert_eq!(
+            render(&out, Severity::Warning, Ev::ReleaseFailed, &msg),
+            "distlock: warning: cannot release redis://:***@h\n"
+        );
+        assert_eq!(
+            render(&out, Severity::Debug, Ev::Released, &Msg::new("released")),
+            "distlock: released\n"
+        );
+    }
+
+    #[test]
+    fn json_lines_escape_control_characters_and_quotes() {
+        let text = "a\nb\r\u{1b}[31m\t\"q\" \\ \u{7f} \u{9b} \u{2028} é";
+        let line = render(
+            &json_out(Some("k"), &[]),
+            Severity::Notice,
+            Ev::Busy,
+            &Msg::new(text),
+        );
+        assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+        assert!(line.ends_with("}\n"));
+        assert!(!line.trim_end().chars().any(char::is_control), "{line:?}");
+        assert!(
+            line.contains(r#"a\nb\r\u001b[31m\t\"q\" \\ \u007f \u009b "#),
+            "{line}"
+        );
+        assert_eq!(parse(&line)["msg"], text);
+    }
+
+    #[test]
+    fn json_lines_redact_every_string_field() {
+        // A secret with a quote and a backslash: redacting the encoded line would miss it.
+        let secret = "pa\"ss\\w0rd";
+        let held = HeldBy {
+            ttl: crate::lock::HolderTtl::Never,
+            holder: Some(Box::new(crate::lock::Holder {
+                host: Some(format!("host-{secret}")),
+                pid: Some(7),
+                ..Default::default()
+            })),
+            held_for: None,
+            token: None,
+            fence: None,
+        };
+        let msg = Msg::new(format!("cannot reach redis://:{secret}@h"))
+            .holder(&held)
+            .signal("SIGINT")
+            .waited(Duration::from_millis(1500));
+        let out = json_out(Some(&format!("k{secret}")), &[secret]);
+        let line = render(&out, Severity::Error, Ev::RedisError, &msg);
+        assert!(!line.contains("w0rd"), "{line}");
+        let value = parse(&line);
+        assert_eq!(value["msg"], "cannot reach redis://:***@h");
+        assert_eq!(value["key"], "k***");
+        assert_eq!(value["holder"]["host"], "host-***");
+        assert_eq!(value["holder"]["pid"], 7);
+        assert_eq!(value["signal"], "SIGINT");
+        assert_eq!(value["waited_ms"], 1500);
+    }
+
+    #[test]
+    fn json_warnings_keep_the_text_after_the_prefix() {
+        // `distlock: ` + msg is the text line, in both formats.
+        let line = render(
+            &json_out(Some("k"), &[]),
+            Severity::Warning,
+            Ev::ReleaseFailed,
+            &Msg::new("cannot release"),
+        );
+        let value = parse(&line);
+        assert_eq!(value["level"], "warning");
+        assert_eq!(value["msg"], "warning: cannot release");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! What a waiter shows while it waits, the long part of a contended run.
 //!
-//! * On an interactive terminal (stderr is one, and neither `-q` nor `-v`): one live status line
-//!   drawn by indicatif — spinner, elapsed wait, who holds the lock and for how long — cleared
-//!   when the lock is acquired.
-//! * Otherwise (CI logs, cron mail, `-v`): one line when the wait starts, naming the holder, a
-//!   line every `--report-every` (30s by default) and whenever the lock changes hands, and a line
-//!   with the total wait once the lock is acquired.
+//! * On an interactive terminal (stderr is one, neither `-q` nor `-v`, text messages): one live
+//!   status line drawn by indicatif — spinner, elapsed wait, who holds the lock and for how
+//!   long — cleared when the lock is acquired.
+//! * Otherwise (CI logs, cron mail, `-v`, `--log-format json`): one line when the wait starts,
+//!   naming the holder, a line every `--report-every` (30s by default) and whenever the lock
+//!   changes hands, and a line with the total wait once the lock is acquired.
+//! * While Redis fails (after having answered): a warning when it starts, with what failed, and
+//!   a line at least every `--report-every` saying for how long and what distlock does next;
+//!   a notice when Redis answers again. (On a terminal the spinner also says it.)
 //! * `-q`: nothing.
 
 use std::io::IsTerminal;
@@ -13,20 +16,32 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Level, Output, duration, quote};
-use crate::lock::{HeldBy, HolderTtl};
+use super::{Ev, Format, Level, Msg, Output, duration, quote};
+use crate::backend::BackendError;
+use crate::lock::{HolderTtl, Holders};
+use crate::wait::ordinal;
 
 /// The display of one wait.
 pub struct WaitDisplay {
     out: Output,
     key: String,
+    server: String,
     limit: Option<Duration>,
     every: Duration,
     start: Instant,
     style: Style,
-    /// The holder as last seen, and when.
-    last: Option<(HeldBy, Instant)>,
+    /// The holders as last seen, our place in line, and when.
+    last: Option<(Holders, Option<u32>, Instant)>,
     next_report: Option<Instant>,
+    /// Redis is failing: since when, the last error, when the wait ends, the next line.
+    failing: Option<Failing>,
+}
+
+struct Failing {
+    since: Instant,
+    error: String,
+    wait_end: Option<Instant>,
+    next_report: Instant,
 }
 
 enum Style {
@@ -37,35 +52,130 @@ enum Style {
 }
 
 impl WaitDisplay {
-    /// A display for waiting on `key` (up to `limit`), reporting every `every` without a
-    /// terminal.
-    pub fn new(out: &Output, key: &str, limit: Option<Duration>, every: Duration) -> Self {
+    /// A display for waiting on `key` at `server` (up to `limit`), reporting every `every`
+    /// without a terminal.
+    pub fn new(
+        out: &Output,
+        key: &str,
+        server: &str,
+        limit: Option<Duration>,
+        every: Duration,
+    ) -> Self {
         let style = match out.level() {
             Level::Quiet => Style::Silent,
-            Level::Normal if std::io::stderr().is_terminal() => Style::Spinner(None),
+            // A program that reads JSON lines wants the lines, whatever stderr is.
+            Level::Normal if out.format() == Format::Text && std::io::stderr().is_terminal() => {
+                Style::Spinner(None)
+            }
             _ => Style::Lines,
         };
         WaitDisplay {
             out: out.clone(),
             key: quote(key),
+            server: server.to_owned(),
             limit,
             every,
             start: Instant::now(),
             style,
             last: None,
             next_report: None,
+            failing: None,
         }
     }
 
-    /// The lock is busy; `held` is what the last attempt learned about the holder.
-    pub fn busy(&mut self, held: &HeldBy) {
+    /// An attempt failed with `error` (Redis answered before, or may be slow); the wait goes on
+    /// until `wait_end` (None: without limit). Says so at once the first time, then at least
+    /// every `--report-every` (from [`WaitDisplay::tick`]) until Redis answers again.
+    pub fn failing(&mut self, error: &BackendError, wait_end: Option<Instant>) {
+        let now = Instant::now();
+        let text = error.to_string();
+        match &mut self.failing {
+            Some(f) => {
+                if f.error != text {
+                    self.out
+                        .verbose(Ev::RedisFailing, format!("Redis failed again: {text}"));
+                }
+                f.error = text;
+            }
+            None => {
+                self.warn(
+                    Ev::RedisFailing,
+                    format!(
+                        "Redis at {} failed while waiting for lock {} ({text}); retrying",
+                        self.server, self.key
+                    ),
+                );
+                self.failing = Some(Failing {
+                    since: now,
+                    error: text,
+                    wait_end,
+                    next_report: now + self.every,
+                });
+            }
+        }
+    }
+
+    /// Redis answers again.
+    pub fn recovered(&mut self) {
+        if let Some(f) = self.failing.take() {
+            let msg = format!(
+                "Redis at {} answers again after failing for {}",
+                self.server,
+                duration(f.since.elapsed())
+            );
+            match &self.style {
+                Style::Spinner(Some((bar, _))) => {
+                    bar.suspend(|| self.out.notice(Ev::RedisRecovered, msg));
+                }
+                _ => self.out.notice(Ev::RedisRecovered, msg),
+            }
+        }
+    }
+
+    /// The periodic line while Redis fails, if it is due.
+    fn failing_report(&mut self, now: Instant) {
+        let Some(f) = &mut self.failing else {
+            return;
+        };
+        if now < f.next_report {
+            return;
+        }
+        f.next_report = now + self.every;
+        let next = match f.wait_end {
+            Some(end) => format!(
+                "retrying until the wait for lock {} ends in {}",
+                self.key,
+                duration(end.saturating_duration_since(now))
+            ),
+            None => format!(
+                "retrying without limit (--wait is not set) for lock {}",
+                self.key
+            ),
+        };
+        let msg = format!(
+            "Redis at {} has been failing for {} (last error: {}); {next}",
+            self.server,
+            duration(now.duration_since(f.since)),
+            f.error
+        );
+        match &self.style {
+            Style::Silent => {}
+            _ => self.warn(Ev::RedisFailing, msg),
+        }
+    }
+
+    /// The lock is busy: `holders` is what the last attempt learned about them, `position` our
+    /// place in line (if we have one).
+    pub fn busy(&mut self, holders: &Holders, position: Option<u32>) {
         let now = Instant::now();
         let first = self.last.is_none();
         let changed = self
             .last
             .as_ref()
-            .is_some_and(|(last, _)| last.holder != held.holder);
-        self.last = Some((held.clone(), now));
+            .is_some_and(|(last, _, _)| last.first.holder != holders.first.holder);
+        self.last = Some((holders.clone(), position, now));
+        let held = &holders.first;
+        let place = in_line(position);
         match &mut self.style {
             Style::Silent => {}
             Style::Lines if first => {
@@ -73,19 +183,27 @@ impl WaitDisplay {
                     .limit
                     .map(|l| format!(" for up to {}", duration(l)))
                     .unwrap_or_default();
-                self.out.notice(format!(
-                    "lock {} is busy; waiting{limit}: {}",
-                    self.key,
-                    held.summary()
-                ));
+                self.out.notice(
+                    Ev::Waiting,
+                    Msg::new(format!(
+                        "lock {} is busy; waiting{limit}{place}: {}",
+                        self.key,
+                        holders.summary()
+                    ))
+                    .holder(held),
+                );
                 self.next_report = Some(now + self.every);
             }
             Style::Lines if changed => {
-                self.out.notice(format!(
-                    "lock {} changed hands; still waiting: {}",
-                    self.key,
-                    held.summary()
-                ));
+                self.out.notice(
+                    Ev::ChangedHands,
+                    Msg::new(format!(
+                        "lock {} changed hands; still waiting{place}: {}",
+                        self.key,
+                        holders.summary()
+                    ))
+                    .holder(held),
+                );
             }
             Style::Lines => {}
             Style::Spinner(bar) => {
@@ -100,7 +218,12 @@ impl WaitDisplay {
                     bar.enable_steady_tick(Duration::from_millis(120));
                     (bar, now)
                 });
-                bar.set_message(spinner_message(&self.key, held, Duration::ZERO));
+                bar.set_message(spinner_message(
+                    &self.key,
+                    holders,
+                    position,
+                    Duration::ZERO,
+                ));
                 *next = now + SPINNER_REFRESH;
             }
         }
@@ -108,33 +231,55 @@ impl WaitDisplay {
 
     /// When `tick` wants to run next, if ever.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        match &self.style {
+        let busy = match &self.style {
             Style::Silent => None,
             Style::Lines => self.next_report,
             Style::Spinner(Some((_, next))) => Some(*next),
             Style::Spinner(None) => None,
+        };
+        let failing = match self.style {
+            Style::Silent => None,
+            _ => self.failing.as_ref().map(|f| f.next_report),
+        };
+        match (busy, failing) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
-    /// Refresh the spinner, or print the periodic line when it is due.
+    /// Refresh the spinner, or print the periodic lines when they are due.
     pub fn tick(&mut self) {
         let now = Instant::now();
-        let Some((held, seen)) = &self.last else {
+        self.failing_report(now);
+        let Some((holders, position, seen)) = &self.last else {
             return;
         };
         let since_seen = now.duration_since(*seen);
+        let held = &holders.first;
         match &mut self.style {
             Style::Lines if self.next_report.is_some_and(|at| now >= at) => {
-                self.out.notice(format!(
-                    "still waiting for lock {} after {}: {}",
-                    self.key,
-                    duration(now.duration_since(self.start)),
-                    aged(held, since_seen).summary()
-                ));
+                if self.failing.is_some() {
+                    // What is known of the holder is stale; the failure line says it all.
+                    self.next_report = Some(now + self.every);
+                    return;
+                }
+                let waited = now.duration_since(self.start);
+                self.out.notice(
+                    Ev::StillWaiting,
+                    Msg::new(format!(
+                        "still waiting for lock {} after {}{}: {}",
+                        self.key,
+                        duration(waited),
+                        in_line(*position),
+                        aged(holders, since_seen).summary()
+                    ))
+                    .holder(held)
+                    .waited(waited),
+                );
                 self.next_report = Some(now + self.every);
             }
             Style::Spinner(Some((bar, next))) => {
-                bar.set_message(spinner_message(&self.key, held, since_seen));
+                bar.set_message(spinner_message(&self.key, holders, *position, since_seen));
                 *next = now + SPINNER_REFRESH;
             }
             _ => {}
@@ -142,10 +287,10 @@ impl WaitDisplay {
     }
 
     /// Print a warning without tearing the spinner line.
-    pub fn warn(&self, msg: String) {
+    pub fn warn(&self, ev: Ev, msg: String) {
         match &self.style {
-            Style::Spinner(Some((bar, _))) => bar.suspend(|| self.out.warn(msg)),
-            _ => self.out.warn(msg),
+            Style::Spinner(Some((bar, _))) => bar.suspend(|| self.out.warn(ev, msg)),
+            _ => self.out.warn(ev, msg),
         }
     }
 
@@ -153,11 +298,15 @@ impl WaitDisplay {
     pub fn acquired(&mut self, waited: Duration) {
         self.clear();
         if matches!(self.style, Style::Lines) && self.last.is_some() {
-            self.out.notice(format!(
-                "acquired lock {} after waiting {}",
-                self.key,
-                duration(waited)
-            ));
+            self.out.notice(
+                Ev::Acquired,
+                Msg::new(format!(
+                    "acquired lock {} after waiting {}",
+                    self.key,
+                    duration(waited)
+                ))
+                .waited(waited),
+            );
         }
     }
 
@@ -183,18 +332,33 @@ impl Drop for WaitDisplay {
 }
 
 /// `held` as it stands `elapsed` after it was seen.
-fn aged(held: &HeldBy, elapsed: Duration) -> HeldBy {
-    let mut held = held.clone();
+fn aged(holders: &Holders, elapsed: Duration) -> Holders {
+    let mut holders = holders.clone();
+    let held = &mut holders.first;
     held.held_for = held.held_for.map(|d| d + elapsed);
     if let HolderTtl::Expires(ttl) = held.ttl {
         held.ttl = HolderTtl::Expires(ttl.saturating_sub(elapsed));
     }
-    held
+    holders
+}
+
+/// ` (3rd in line)`, or nothing without a place.
+fn in_line(position: Option<u32>) -> String {
+    position.map_or_else(String::new, |p| format!(" ({} in line)", ordinal(p)))
 }
 
 /// How often the spinner's text (the holder's age, its time left) is refreshed.
 const SPINNER_REFRESH: Duration = Duration::from_secs(1);
 
-fn spinner_message(key: &str, held: &HeldBy, since_seen: Duration) -> String {
-    format!("lock {key}: {}", aged(held, since_seen).summary())
+fn spinner_message(
+    key: &str,
+    holders: &Holders,
+    position: Option<u32>,
+    since_seen: Duration,
+) -> String {
+    format!(
+        "lock {key}{}: {}",
+        in_line(position),
+        aged(holders, since_seen).summary()
+    )
 }

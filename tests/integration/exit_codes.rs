@@ -72,8 +72,10 @@ fn killed_child_is_reported_as_a_signal_death() {
     assert!(!redis.exists(&lock_key("k")));
 }
 
+/// A usage error is one line (the error and where to look), plus one line per clap `tip:`; every
+/// line carries the `distlock: ` prefix.
 #[test]
-fn usage_errors_exit_64_with_one_line() {
+fn usage_errors_exit_64_with_one_line_plus_tips() {
     let redis = Redis::start();
     let cases: &[(&[&str], &str)] = &[
         (&["run", "-k", "k", "--bogus", "--", "true"], "--bogus"),
@@ -84,7 +86,7 @@ fn usage_errors_exit_64_with_one_line() {
         ),
         (
             &["run", "-k", "k", "--ttl", "1000d", "--", "true"],
-            "1s to 24h",
+            "--ttl 1000d is out of range; use 1s to 24h",
         ),
         (
             &["run", "-k", "k", "--wait", "soon", "--", "true"],
@@ -143,15 +145,35 @@ fn usage_errors_exit_64_with_one_line() {
         let out = run(distlock(&redis).args(*args));
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err}");
-        assert!(err.starts_with("distlock: "), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with("distlock: "), "{args:?}: {err}");
         assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
+            first.contains(needle),
+            "{args:?}: expected {needle:?} in the first line of {err}"
+        );
+        assert!(
+            err.lines()
+                .skip(1)
+                .all(|l| l.starts_with("distlock: tip: ")),
+            "{args:?}: one line plus tips, got {err}"
         );
         assert!(!err.contains("hunter2"));
         assert!(!err.contains("panicked"));
     }
+    // clap's tips each get a line of their own, after the error.
+    let out = run(distlock(&redis).args(["run", "-k", "k", "--kil-grace", "1s", "--", "true"]));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("distlock: unexpected argument '--kil-grace' found (usage: "),
+        "{err}"
+    );
+    assert_eq!(
+        lines[1], "distlock: tip: a similar argument exists: '--kill-grace'",
+        "{err}"
+    );
+    assert!(lines[2..].iter().all(|l| l.starts_with("distlock: tip: ")));
     // Arguments that are not UTF-8 (clap refuses them for --key): a message, not a panic.
     use std::os::unix::ffi::OsStrExt;
     let bad = std::ffi::OsStr::from_bytes(b"k\xff");
@@ -171,6 +193,164 @@ fn usage_errors_exit_64_with_one_line() {
     assert!(keys.is_empty(), "{keys:?}");
 }
 
+/// A value read from a DISTLOCK_* variable is named by the variable, not by the flag the user
+/// never typed; a typed flag wins over the variable and is named as typed.
+#[test]
+fn errors_name_the_environment_variable_a_value_came_from() {
+    /// The environment, the arguments, and how the message starts.
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+        &'static str,
+    );
+    let cases: &[Case] = &[
+        // Refused by clap's value parsers.
+        (
+            &[("DISTLOCK_TTL", "30")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_TTL=30 (from the environment) has no unit; write 30s for seconds or 30ms \
+             for milliseconds",
+        ),
+        (
+            &[("DISTLOCK_TTL", "30")],
+            &["run", "-k", "k", "--ttl", "30", "--", "true"],
+            "--ttl 30 has no unit; write 30s",
+        ),
+        (
+            &[("DISTLOCK_TTL", "30")],
+            &["run", "-k", "k", "-nt30", "--", "true"],
+            "--ttl 30 has no unit; write 30s",
+        ),
+        // Words of the command are not distlock's flags.
+        (
+            &[("DISTLOCK_TTL", "30")],
+            &["run", "-k", "k", "sleep", "--ttl", "30"],
+            "DISTLOCK_TTL=30 (from the environment) has no unit",
+        ),
+        (
+            &[("DISTLOCK_WAIT", "")],
+            &["acquire", "-k", "k"],
+            "DISTLOCK_WAIT=\"\" (from the environment) is empty; write a duration with a unit",
+        ),
+        (
+            &[("DISTLOCK_KILL_SIGNAL", "STOP")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_KILL_SIGNAL=STOP (from the environment) is SIGSTOP, which does not end a process",
+        ),
+        (
+            &[("DISTLOCK_WAIT_MODE", "notfy")],
+            &["run", "-k", "k", "--", "true"],
+            "invalid value 'notfy' for DISTLOCK_WAIT_MODE (from the environment) [possible values: notify, spin]",
+        ),
+        (
+            &[("DISTLOCK_CONFLICT_EXIT_CODE", "abc")],
+            &["acquire", "-k", "k"],
+            "invalid value 'abc' for DISTLOCK_CONFLICT_EXIT_CODE (from the environment)",
+        ),
+        // Refused by the checks in config.
+        (
+            &[("DISTLOCK_TTL", "25h")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_TTL=25h (from the environment) is out of range; use 1s to 24h",
+        ),
+        (
+            &[("DISTLOCK_TTL", "10s")],
+            &["run", "-k", "k", "--ttl", "25h", "--", "true"],
+            "--ttl 25h is out of range; use 1s to 24h",
+        ),
+        (
+            &[("DISTLOCK_REDIS_TIMEOUT", "90s")],
+            &["status", "-k", "k"],
+            "DISTLOCK_REDIS_TIMEOUT=90s (from the environment) is out of range; use 10ms to 60s",
+        ),
+        // A global option typed after the subcommand still wins over the variable.
+        (
+            &[("DISTLOCK_REDIS_TIMEOUT", "1s")],
+            &["status", "-k", "k", "--redis-timeout", "90s"],
+            "--redis-timeout 90s is out of range",
+        ),
+        (
+            &[("DISTLOCK_REDIS_TIMEOUT", "90s")],
+            &["--redis-timeout", "90s", "status", "-k", "k"],
+            "--redis-timeout 90s is out of range",
+        ),
+        (
+            &[("DISTLOCK_REPORT_EVERY", "10ms")],
+            &["acquire", "-k", "k"],
+            "DISTLOCK_REPORT_EVERY=10ms (from the environment) is too short; use 1s or more",
+        ),
+        (
+            &[("DISTLOCK_RENEW_EVERY", "1m")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_RENEW_EVERY=1m (from the environment) must be at least 100ms and shorter than --ttl 30s",
+        ),
+        (
+            &[("DISTLOCK_KILL_GRACE", "9s"), ("DISTLOCK_TTL", "10s")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_KILL_GRACE=9s (from the environment) with DISTLOCK_TTL=10s (from the \
+             environment) and --renew-every 3.3s leaves no time",
+        ),
+        (
+            &[("DISTLOCK_TLS_CA", "/etc/ssl/ca.pem")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_TLS_CA (from the environment) needs a rediss:// URL",
+        ),
+        (
+            &[("DISTLOCK_PREFIX", "a{")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_PREFIX (from the environment): the prefix",
+        ),
+        (
+            &[("DISTLOCK_TOKEN", "")],
+            &["release", "-k", "k"],
+            "DISTLOCK_TOKEN (from the environment) is empty or malformed",
+        ),
+        (
+            &[("DISTLOCK_REDIS_URL", "127.0.0.1:6379")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_REDIS_URL (from the environment): the Redis URL has no scheme",
+        ),
+        // A missing CI secret expands to nothing.
+        (
+            &[("DISTLOCK_REDIS_URL", "")],
+            &["run", "-k", "k", "--", "true"],
+            "DISTLOCK_REDIS_URL is set but empty (a missing CI secret?); set it to a URL such as \
+             redis://HOST:6379, or unset it",
+        ),
+        (
+            &[("DISTLOCK_REDIS_URL", "redis://127.0.0.1:1")],
+            &["--redis", "", "status", "-k", "k"],
+            "--redis is empty; give a URL such as redis://HOST:6379",
+        ),
+        (
+            &[("REDIS_URL", "http://u:hunter2@h")],
+            &["run", "-k", "k", "--", "true"],
+            "REDIS_URL (from the environment): the Redis URL has scheme",
+        ),
+    ];
+    for (env, args, expected) in cases {
+        let mut cmd = bare_distlock();
+        // Unreachable, so that a case that wrongly passes the checks touches no server.
+        if !env.iter().any(|(k, _)| k.ends_with("REDIS_URL")) {
+            cmd.env("DISTLOCK_REDIS_URL", "redis://127.0.0.1:1");
+        }
+        let out = run(cmd.envs(env.iter().copied()).args(*args));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(64), "{env:?} {args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("distlock: {expected}")),
+            "{env:?} {args:?}: expected {expected:?}, got {err}"
+        );
+        assert!(
+            err.lines()
+                .skip(1)
+                .all(|l| l.starts_with("distlock: tip: ")),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
+
 #[test]
 fn help_and_version_exit_0_and_document_exit_codes() {
     let out = run(bare_distlock().args(["run", "--help"]));
@@ -179,6 +359,17 @@ fn help_and_version_exit_0_and_document_exit_codes() {
     for code in ["64", "69", "75", "124", "126", "127", "128+N"] {
         assert!(help.contains(code), "--help lacks exit code {code}");
     }
+    // The top level lists the codes of run, the main job, and says where the others are.
+    let out = run(bare_distlock().arg("--help"));
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for code in ["64", "69", "75", "124", "126", "127", "128+N"] {
+        assert!(
+            help.contains(code),
+            "distlock --help lacks exit code {code}"
+        );
+    }
+    assert!(help.contains("distlock COMMAND --help"), "{help}");
     let out = run(bare_distlock().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(
@@ -315,24 +506,15 @@ fn stdin_and_stdout_pass_through_byte_for_byte() {
 #[test]
 fn acl_user_with_the_documented_rights_works_and_a_weaker_one_gets_a_hint() {
     let redis = Redis::start();
-    let rights = [
-        "~distlock:*",
-        "&distlock:*",
-        "-@all",
-        "+evalsha",
-        "+script|load",
-        "+subscribe",
-        "+get",
-        "+set",
-        "+pexpire",
-        "+pttl",
-        "+del",
-        "+publish",
-        "+hset",
-        "+hget",
-        "+hgetall",
-        "+time",
-    ];
+    // The rights the README documents, exactly.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .split('`')
+        .find(|part| part.starts_with("~distlock:* &distlock:* -@all"))
+        .expect("the README documents the ACL rights");
+    let rights: Vec<&str> = line.split_whitespace().collect();
+    assert!(rights.contains(&"+zadd"), "{line}");
     let mut args = vec!["ACL", "SETUSER", "locker", "on", ">pw"];
     args.extend(rights);
     redis.cmd::<String>(&args);

@@ -201,7 +201,8 @@ fn ambiguous_acquire_is_resolved_not_leaked() {
     sleeper.join().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("Redis failed while waiting"),
+        stderr(&out)
+            .contains("failed while waiting for lock \"ambiguous\" (no answer within 200ms)"),
         "{}",
         stderr(&out)
     );

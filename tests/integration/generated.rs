@@ -130,6 +130,37 @@ fn man_pages_render_cleanly_and_have_the_sections() {
     }
 }
 
+/// `man distlock` is where most people look first: it lists the codes of run (the main job) and
+/// names the page of every other command for theirs.
+#[test]
+fn top_level_man_page_lists_the_exit_codes_of_run() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/distlock.1"))
+            .unwrap();
+    let start = page
+        .find(".SH \"EXIT STATUS\"")
+        .expect("an EXIT STATUS section");
+    let end = page[start + 1..]
+        .find(".SH ")
+        .map_or(page.len(), |e| start + 1 + e);
+    let section = &page[start..end];
+    for row in distlock::exit::RUN_TABLE {
+        if row.code != "child's code" {
+            assert!(
+                section.contains(&format!("\\fB{}\\fR", row.code)),
+                "{}: {section}",
+                row.code
+            );
+        }
+    }
+    for command in ["status", "list", "break", "acquire", "renew", "release"] {
+        assert!(
+            section.contains(&format!("distlock\\-{command}(1)")),
+            "{command}: {section}"
+        );
+    }
+}
+
 #[test]
 fn readme_documents_every_exit_code() {
     let readme =

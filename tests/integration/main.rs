@@ -6,12 +6,23 @@
 mod util;
 
 mod chaos;
+mod ci;
+mod cluster;
 mod exclusion;
 mod exit_codes;
 mod faults;
 mod generated;
+mod hardening;
+mod json_log;
 mod loss;
 mod operate;
+mod queue;
+mod redlock;
+mod replicas;
+mod semaphore;
+mod sentinel;
 mod signals;
 mod tls;
+mod topology;
+mod topology_tls;
 mod waiting;

@@ -11,6 +11,14 @@ use crate::util::*;
 
 /// A holder whose command waits on a fifo; returns the process, the fifo, and its scratch dir.
 fn hold(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Child, Scratch) {
+    let (child, dir) = start_run(redis, key, extra, env);
+    read_pid(&dir.path("ready"));
+    (child, dir)
+}
+
+/// A `distlock run` whose command, once it runs, writes its pid to `ready` and waits on the fifo
+/// `go`; returns at once (a waiter: wait for it with `redis.in_line`).
+fn start_run(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Child, Scratch) {
     let dir = Scratch::new();
     nix::unistd::mkfifo(&dir.path("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     let mut cmd = distlock(redis);
@@ -28,7 +36,6 @@ fn hold(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Chil
         cmd.env(k, v);
     }
     let child = cmd.spawn().unwrap();
-    read_pid(&dir.path("ready"));
     (child, dir)
 }
 
@@ -56,6 +63,10 @@ fn status_shows_the_holder_and_exits_0_held_1_free() {
         &["--note", "release 42", "--ttl", "40s"],
         &github,
     );
+    // The holder took a short claim and extends it to the full TTL within a second or two.
+    wait_until("the claim to be extended to the TTL", || {
+        redis.pttl(&lock_key("st")) > 30_000
+    });
     let out = run(distlock(&redis).args(["status", "-k", "st", "--json"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -160,7 +171,7 @@ fn list_shows_every_lock_under_the_prefix() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "KEY\tHOLDER\tHELD FOR\tEXPIRES IN\tCOMMAND / NOTE"
+        "KEY\tHOLDER\tHELD FOR\tEXPIRES IN\tWAITING\tCOMMAND / NOTE"
     );
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
@@ -233,9 +244,7 @@ fn break_needs_confirmation_and_wakes_waiters_and_the_holder_loses_its_lock() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until("the waiter to subscribe", || {
-        redis.subscribers(&format!("{}:released", lock_key("brk"))) == 1
-    });
+    wait_until("the waiter to subscribe", || redis.in_line("brk") == 1);
     let out = run(distlock(&redis).args(["force-release", "-k", "brk", "--yes"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("broke lock \"brk\""));
@@ -269,6 +278,389 @@ fn break_asks_on_a_terminal() {
     }
     let_go(&dir);
     finish(holder);
+}
+
+/// Wait until a `start_run` command runs (its run holds the lock then).
+fn wait_ran(dir: &Scratch) {
+    read_pid(&dir.path("ready"));
+}
+
+fn host() -> String {
+    nix::unistd::gethostname()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn status_json(redis: &Redis, key: &str) -> Value {
+    let out = run(distlock(redis).args(["status", "-k", key, "--json"]));
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    json(&out)
+}
+
+/// The pids of the holders (oldest grant first) and of the waiters (first in line first).
+fn pids(v: &Value) -> (Vec<u64>, Vec<u64>) {
+    let of = |list: &Value| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| entry["holder"]["pid"].as_u64().unwrap())
+            .collect()
+    };
+    (of(&v["holders"]), of(&v["waiting"]))
+}
+
+/// A semaphore of 2 held by 2 runs with 2 more in line: status shows every holder by id with
+/// its fence and the line in order; list shows it; break --holder breaks exactly that holder
+/// (its run exits 124, the first waiter gets the slot); break --yes breaks all that it shows.
+#[test]
+fn a_semaphore_shows_every_holder_and_its_line_and_breaks_one_or_all() {
+    let redis = Redis::start();
+    let args = |note: &'static str| ["--limit", "2", "--ttl", "3s", "--note", note];
+    let (h1, d1) = hold(&redis, "pool", &args("batch 1"), &[]);
+    let (h2, d2) = hold(&redis, "pool", &args("batch 2"), &[]);
+    let (w1, dw1) = start_run(&redis, "pool", &args("batch 3"), &[]);
+    wait_until("the first waiter in line", || redis.in_line("pool") == 1);
+    let (w2, dw2) = start_run(&redis, "pool", &args("batch 4"), &[]);
+    wait_until("the second waiter in line", || redis.in_line("pool") == 2);
+    let tokens: Vec<String> =
+        redis.cmd(&["ZRANGE", &format!("{}:slots", lock_key("pool")), "0", "-1"]);
+    assert_eq!(tokens.len(), 2);
+
+    let out = run(distlock(&redis).args(["status", "-k", "pool", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let (holders, waiters) = pids(&v);
+    assert_eq!(holders, [h1.id(), h2.id()].map(u64::from), "oldest first");
+    assert_eq!(
+        waiters,
+        [w1.id(), w2.id()].map(u64::from),
+        "first in line first"
+    );
+    assert_eq!(v["held"], true);
+    assert_eq!(v["limit"], 2);
+    assert_eq!(
+        v["holder"], v["holders"][0]["holder"],
+        "the top level is the first holder"
+    );
+    assert_eq!(v["fence"], v["holders"][0]["fence"]);
+    let fences: Vec<u64> = (0..2)
+        .map(|i| v["holders"][i]["fence"].as_u64().unwrap())
+        .collect();
+    assert!(fences[0] < fences[1], "{fences:?}");
+    let ids: Vec<String> = (0..2)
+        .map(|i| v["holders"][i]["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in &ids {
+        assert_eq!(id.len(), 8, "{id}");
+        assert_eq!(
+            tokens.iter().filter(|t| t.starts_with(id.as_str())).count(),
+            1,
+            "{id}"
+        );
+    }
+    for token in &tokens {
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains(token.as_str()),
+            "a whole token"
+        );
+    }
+    assert_eq!(v["holders"][1]["holder"]["note"], "batch 2");
+    assert!(v["holders"][1]["ttl_ms"].as_u64().unwrap() <= 3_000);
+    assert_eq!(v["waiting"][0]["position"], 1);
+    assert_eq!(v["waiting"][0]["holder"]["note"], "batch 3");
+    assert_eq!(v["waiting"][0]["limit"], 2);
+    assert!(v["waiting"][0]["waited_ms"].is_u64());
+    assert!(v["waiting"][0]["since"].is_string());
+    assert_eq!(v["waiting"][1]["position"], 2);
+    assert_eq!(v["waiting"][1]["holder"]["note"], "batch 4");
+
+    // For people: every holder by id, with its fence; the line in order.
+    let out = run(distlock(&redis).args(["status", "-k", "pool"]));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("lock \"pool\" is held: 2 of 2 slots (a semaphore)\n"),
+        "{text}"
+    );
+    for (id, fence) in ids.iter().zip(&fences) {
+        assert!(text.contains(&format!("\n  id        {id}\n")), "{text}");
+        assert!(text.contains(&format!("\n  fence     {fence}\n")), "{text}");
+    }
+    let first = text.find(&format!("  1. {}, pid {}, waiting for ", host(), w1.id()));
+    let second = text.find(&format!("  2. {}, pid {}, waiting for ", host(), w2.id()));
+    assert!(first.is_some() && first < second, "{text}");
+    assert!(text.contains("; note \"batch 3\"\n"), "{text}");
+    for token in &tokens {
+        assert!(!text.contains(token.as_str()), "a whole token: {text}");
+    }
+
+    // list: one row, 2 of 2 slots, the oldest holder, 2 waiting; --json: the status objects.
+    let out = run(distlock(&redis).args(["list"]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(
+        row[..2],
+        ["pool", &format!("2/2 {}:{}", host(), h1.id())],
+        "{text}"
+    );
+    assert_eq!(row[4..], ["2", "batch 1"], "{text}");
+    let out = run(distlock(&redis).args(["list", "--json"]));
+    let list = json(&out);
+    assert_eq!(pids(&list[0]), pids(&v));
+    assert_eq!(list[0]["holders"][1]["id"], ids[1]);
+
+    // Break the second holder by its id: exactly that one; the first waiter gets its slot.
+    let out = run(distlock(&redis).args(["break", "-k", "pool", "--holder", &ids[1], "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "distlock: broke holder {} of lock \"pool\" (held by ",
+            ids[1]
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let out = finish(h2);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    drop(d2);
+    wait_ran(&dw1);
+    let v = status_json(&redis, "pool");
+    assert_eq!(
+        pids(&v),
+        (
+            vec![u64::from(h1.id()), u64::from(w1.id())],
+            vec![u64::from(w2.id())]
+        )
+    );
+
+    // Break them all: the two it shows, not the waiter that takes a freed slot meanwhile.
+    let out = run(distlock(&redis).args(["break", "-k", "pool", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("distlock: broke holder ").count(), 2, "{err}");
+    assert!(err.ends_with("distlock: broke 2 of the 2 holders of lock \"pool\"; the slots pass to the waiters in line\n"), "{err}");
+    for (holder, dir) in [(h1, d1), (w1, dw1)] {
+        let out = finish(holder);
+        assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+        drop(dir);
+    }
+    wait_ran(&dw2);
+    let v = status_json(&redis, "pool");
+    assert_eq!(pids(&v), (vec![u64::from(w2.id())], vec![]));
+    let_go(&dw2);
+    assert_eq!(finish(w2).status.code(), Some(0));
+    let out = run(distlock(&redis).args(["status", "-k", "pool"]));
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// A mutex with two waiters: status --json keeps the fields scripts know, and adds the fence,
+/// the limit, the holder with its id, and the waiters in order with their notes.
+#[test]
+fn a_mutex_shows_its_waiters_in_order_and_keeps_its_json_fields() {
+    let redis = Redis::start();
+    let (holder, dir) = hold(&redis, "mx", &["--note", "deploy 1"], &[]);
+    let (w1, dw1) = start_run(&redis, "mx", &["--note", "deploy 2"], &[]);
+    wait_until("the first waiter in line", || redis.in_line("mx") == 1);
+    let (w2, dw2) = start_run(&redis, "mx", &["--note", "deploy 3"], &[]);
+    wait_until("the second waiter in line", || redis.in_line("mx") == 2);
+    let v = status_json(&redis, "mx");
+    // Today's fields, and the new ones (serde_json sorts them).
+    let fields: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut expected = [
+        "key",
+        "redis_key",
+        "held",
+        "ttl_ms",
+        "held_for_ms",
+        "acquired_at",
+        "holder",
+        "fence",
+        "limit",
+        "holders",
+        "waiting",
+    ];
+    expected.sort_unstable();
+    assert_eq!(fields, expected);
+    assert_eq!(v["key"], "mx");
+    assert_eq!(v["redis_key"], "distlock:{mx}");
+    assert_eq!(v["held"], true);
+    assert!(v["ttl_ms"].is_u64() && v["held_for_ms"].is_u64() && v["acquired_at"].is_string());
+    assert_eq!(v["holder"]["pid"], u64::from(holder.id()));
+    assert_eq!(v["holder"]["note"], "deploy 1");
+    assert_eq!(v["limit"], 1);
+    assert!(v["fence"].as_u64().unwrap() > 0);
+    assert_eq!(v["holders"].as_array().unwrap().len(), 1);
+    assert_eq!(v["holders"][0]["fence"], v["fence"]);
+    assert_eq!(v["holders"][0]["holder"], v["holder"]);
+    let token = redis.get(&lock_key("mx")).unwrap();
+    assert!(token.starts_with(v["holders"][0]["id"].as_str().unwrap()));
+    let notes: Vec<&str> = v["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["holder"]["note"].as_str().unwrap())
+        .collect();
+    assert_eq!(notes, ["deploy 2", "deploy 3"]);
+    assert_eq!(pids(&v).1, [w1.id(), w2.id()].map(u64::from));
+    assert_eq!(v["waiting"][1]["position"], 2);
+    assert_eq!(v["waiting"][1]["limit"], 1);
+    // Text: today's layout plus the fence, then the line.
+    let out = run(distlock(&redis).args(["status", "-k", "mx"]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "lock \"mx\" is held\n  holder    {}, pid {}",
+            host(),
+            holder.id()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\n  fence     {}\n2 waiting, first in line first:\n  1. ",
+            v["fence"]
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("  id "), "{text}");
+    let out = run(distlock(&redis).args(["list"]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(row[1], format!("{}:{}", host(), holder.id()), "{text}");
+    assert_eq!(row[4..], ["2", "deploy 1"], "{text}");
+    // The line moves in order.
+    let_go(&dir);
+    assert_eq!(finish(holder).status.code(), Some(0));
+    wait_ran(&dw1);
+    let v = status_json(&redis, "mx");
+    assert_eq!(
+        pids(&v),
+        (vec![u64::from(w1.id())], vec![u64::from(w2.id())])
+    );
+    let_go(&dw1);
+    assert_eq!(finish(w1).status.code(), Some(0));
+    wait_ran(&dw2);
+    let_go(&dw2);
+    assert_eq!(finish(w2).status.code(), Some(0));
+}
+
+/// A holder id that matches several holders is refused with their ids (64); one that matches
+/// none breaks nothing (1) and lists the ids; fewer than 4 characters are refused (64).
+#[test]
+fn break_holder_refuses_ambiguous_and_unknown_ids() {
+    let redis = Redis::start();
+    // Two holders whose tokens share their first 5 characters, written in the documented
+    // layout (uuid tokens that share 5 would take a million tries).
+    let key = lock_key("amb");
+    let (now, _): (String, String) = {
+        let time: Vec<String> = redis.cmd(&["TIME"]);
+        (time[0].clone(), time[1].clone())
+    };
+    let expiry = (now.parse::<u64>().unwrap() * 1000 + 60_000).to_string();
+    let (a, b) = (
+        "3f2a9c1e-0000-4000-8000-000000000001",
+        "3f2a9d00-0000-4000-8000-000000000002",
+    );
+    redis.cmd::<i64>(&["ZADD", &format!("{key}:slots"), &expiry, a, &expiry, b]);
+    let meta = |pid: u32, fence: u32| {
+        format!(
+            r#"{{"host":"h","pid":"{pid}","note":"n{pid}","fence":"{fence}","acquired_at":"{now}000"}}"#
+        )
+    };
+    redis.cmd::<i64>(&[
+        "HSET",
+        &format!("{key}:holders"),
+        "limit",
+        "3",
+        a,
+        &meta(1, 10),
+        b,
+        &meta(2, 20),
+    ]);
+    let v = status_json(&redis, "amb");
+    assert_eq!(v["holders"][0]["id"], "3f2a9c1e");
+    assert_eq!(v["holders"][1]["id"], "3f2a9d00");
+    assert_eq!(v["limit"], 3);
+    let out = run(distlock(&redis).args(["break", "-k", "amb", "--holder", "3f2a9", "--yes"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "distlock: the id \"3f2a9\" matches 2 holders of lock \"amb\" (3f2a9c1e, 3f2a9d00); give more of the id\n"
+    );
+    let out = run(distlock(&redis).args(["break", "-k", "amb", "--holder", "9999", "--yes"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "distlock: no holder of lock \"amb\" has the id \"9999\"; nothing was broken (its 2 holders \
+         are: 3f2a9c1e held by h pid 1 (n1); 3f2a9d00 held by h pid 2 (n2))\n"
+    );
+    let out = run(distlock(&redis).args([
+        "--log-format",
+        "json",
+        "break",
+        "-k",
+        "amb",
+        "--holder",
+        "9999",
+    ]));
+    assert_eq!(out.status.code(), Some(1));
+    let line: Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+    assert_eq!(
+        (line["event"].as_str(), line["exit"].as_u64()),
+        (Some("no-such-holder"), Some(1))
+    );
+    let out = run(distlock(&redis).args(["break", "-k", "amb", "--holder", "3f2"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--holder \"3f2\" is too short; give at least 4 characters"),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing was broken; then one more character names one.
+    assert_eq!(redis.cmd::<i64>(&["ZCARD", &format!("{key}:slots")]), 2);
+    let out = run(distlock(&redis).args(["break", "-k", "amb", "--holder", "3f2a9d", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left: Vec<String> = redis.cmd(&["ZRANGE", &format!("{key}:slots"), "0", "-1"]);
+    assert_eq!(left, [a]);
+}
+
+/// Under systemd or in a container USER and LOGNAME are often unset: the holder's user is then
+/// looked up by uid (root, when the tests run as root), not shown as a bare uid.
+#[test]
+fn holder_user_comes_from_user_else_from_the_uid() {
+    let redis = Redis::start();
+    let uid = nix::unistd::getuid();
+    let by_uid = nix::unistd::User::from_uid(uid)
+        .unwrap()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name);
+    if uid.is_root() {
+        assert_eq!(by_uid, "root");
+    }
+    let user_of = |key: &str, cmd: &mut std::process::Command| {
+        let out = run(cmd.args(["acquire", "-k", key]));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let out = run(distlock(&redis).args(["status", "-k", key, "--json"]));
+        json(&out)["holder"]["user"].as_str().unwrap().to_owned()
+    };
+    let unset = user_of(
+        "no-user",
+        distlock(&redis).env_remove("USER").env_remove("LOGNAME"),
+    );
+    assert_eq!(unset, by_uid);
+    let empty = user_of(
+        "empty-user",
+        distlock(&redis).env("USER", "").env("LOGNAME", ""),
+    );
+    assert_eq!(empty, by_uid);
+    let named = user_of(
+        "named-user",
+        distlock(&redis)
+            .env("USER", "deployer")
+            .env("LOGNAME", "other"),
+    );
+    assert_eq!(named, "deployer");
 }
 
 #[test]
@@ -318,9 +710,11 @@ fn acquire_renew_release_across_steps() {
     assert_eq!(out.status.code(), Some(77), "{}", stderr(&out));
     assert!(stderr(&out).contains("not held with this token"));
     assert!(redis.exists(&lock_key("train")));
+    // A later step with both in its environment names neither.
     let out = run(distlock(&redis)
+        .env("DISTLOCK_KEY", "train")
         .env("DISTLOCK_TOKEN", &token)
-        .args(["release", "-k", "train"]));
+        .arg("release"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         !redis.exists(&lock_key("train")) && !redis.exists(&format!("{}:owner", lock_key("train")))
@@ -332,6 +726,9 @@ fn acquire_renew_release_across_steps() {
     }
     let out = run(distlock(&redis).args(["release", "-k", "train"]));
     assert_eq!(out.status.code(), Some(64), "a token is required");
+    let out = run(distlock(&redis).env("DISTLOCK_TOKEN", &token).arg("renew"));
+    assert_eq!(out.status.code(), Some(64), "a key is required");
+    assert!(stderr(&out).contains("--key"), "{}", stderr(&out));
 }
 
 /// Read a child's stderr line by line, in the background.
@@ -366,7 +763,7 @@ fn without_a_terminal_the_wait_is_reported_in_lines() {
     let rx = lines_of(&mut waiter);
     let first = next_line(&rx);
     assert!(
-        first.starts_with("distlock: lock \"lines\" is busy; waiting: held by "),
+        first.starts_with("distlock: lock \"lines\" is busy; waiting (1st in line): held by "),
         "{first}"
     );
     assert!(

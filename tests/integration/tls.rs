@@ -4,12 +4,12 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 use crate::util::*;
 
-struct Pki {
-    dir: Scratch,
+pub struct Pki {
+    pub dir: Scratch,
 }
 
 /// A CA, a server certificate for localhost/127.0.0.1, and a client certificate, as PEM files.
-fn pki() -> Pki {
+pub fn pki() -> Pki {
     let dir = Scratch::new();
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -34,17 +34,13 @@ fn pki() -> Pki {
     Pki { dir }
 }
 
-fn tls_redis(pki: &Pki, auth_clients: &str) -> Redis {
-    Redis::start_tls(&[
-        "--tls-cert-file",
-        &pki.dir.str("server.crt"),
-        "--tls-key-file",
-        &pki.dir.str("server.key"),
-        "--tls-ca-cert-file",
-        &pki.dir.str("ca.crt"),
-        "--tls-auth-clients",
-        auth_clients,
-    ])
+/// A server that speaks only TLS, with `pki`'s certificates; `auth_clients` (`yes` or `no`):
+/// whether clients must show a certificate.
+pub fn tls_redis(pki: &Pki, auth_clients: &str) -> Redis {
+    Redis::options()
+        .tls(pki)
+        .args(&["--tls-auth-clients", auth_clients])
+        .start()
 }
 
 #[test]

@@ -75,9 +75,7 @@ fn notify_mode_hands_off_on_release() {
         .spawn()
         .unwrap();
     // The waiter subscribes before it sleeps: wait until it has.
-    wait_until("the waiter to subscribe", || {
-        redis.subscribers(&format!("{}:released", lock_key("handoff"))) == 1
-    });
+    wait_until("the waiter to subscribe", || redis.in_line("handoff") == 1);
     let released = Instant::now();
     std::fs::write(&fifo, "go\n").unwrap();
     let out = finish(holder);

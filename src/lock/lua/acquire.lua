@@ -1,28 +1,165 @@
--- distlock acquire.
--- KEYS[1]: the lock; KEYS[2]: its holder metadata hash (same hash tag, same expiry).
--- ARGV[1]: our token; ARGV[2]: TTL in ms; ARGV[3..]: holder metadata, field/value pairs.
--- Returns {1} when acquired, also when the lock already holds our token (an earlier attempt
--- whose reply was lost landed after all; both expiries are refreshed), or, when someone else
--- holds it, {0, pttl, now_ms, metadata} with the holder's remaining time in ms (-1 when the
--- holder set no expiry), the server's clock, and the holder's metadata as a flat array of
--- field/value pairs (empty for clients that store none).
--- The lock's value is the bare token: redis-py's Lock, redsync and node-redlock use the same
--- layout, so they exclude and are excluded by distlock on the same key.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- distlock acquire (after common.lua): one attempt to take the lock, and the waiter's place in
+-- line. ARGV: 1 token, 2 claim in ms (the expiry an attempt sets; the holder then extends it to
+-- its TTL), 3 limit (1: a mutex; N: a semaphore of N), 4 mode ('try': no place in line; 'join':
+-- join the line or keep our place; 'supersede': the same, and cancel every older waiter),
+-- 5 place in ms (how long our place lasts without another attempt), 6 take-up window in ms (how
+-- long a lock handed to us waits for us), 7.. metadata field/value pairs (host, pid, user,
+-- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, and
+-- fence_floor, the least fence a Redlock wants, which is not stored).
+-- Replies:
+--   {1, fence}                                          granted
+--   {0, pttl, now_ms, holder, holders, limit, waiting}  busy (try)
+--   {2, pttl, now_ms, holder, holders, limit, waiting, position}   in line (1 = first)
+--   {3, superseder}                                     cancelled by a newer waiter
+--   {4, use, limit, holders, holder}                    the key is used otherwise: 'mutex',
+--                                                       'semaphore', or 'queue' (its waiters)
+-- where holder is a flat field/value array (the mutex holder's, or the soonest-expiring
+-- semaphore holder's), pttl its remaining ms (-1: no expiry, -2: free).
+local token, claim, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local place, takeup = tonumber(ARGV[5]), tonumber(ARGV[6])
+local info = {}
+for i = 7, #ARGV, 2 do
+  info[ARGV[i]] = ARGV[i + 1]
 end
-local current = redis.call('GET', KEYS[1])
-if current == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'acquired_at', now_ms(), unpack(ARGV, 3))
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1}
+-- A Redlock proposes a fence floor (not metadata): every node whose counter and clock are below
+-- it grants exactly it, so that the nodes agree and no second round is needed to align them.
+FLOOR = tonumber(info.fence_floor or '0') or 0
+info.fence_floor = nil
+
+purge_waiters()
+purge_slots()
+
+-- Ours already: the lock was handed to us, or an earlier attempt whose reply was lost landed.
+-- A hand-off is taken up: the expiry becomes our claim (the take-up window may be longer than
+-- our TTL). Otherwise the expiry is raised to the claim, never lowered (a delayed duplicate
+-- may come after renewals).
+if redis.call('GET', LOCK) == token then
+  if redis.call('HGET', OWNER, 'handed') then
+    redis.call('HDEL', OWNER, 'handed')
+    redis.call('PEXPIRE', LOCK, claim)
+    redis.call('PEXPIRE', OWNER, claim)
+  else
+    raise_expiry(LOCK, claim)
+    raise_expiry(OWNER, claim)
+  end
+  leave_queue(token)
+  return {1, tonumber(redis.call('HGET', OWNER, 'fence') or '0')}
 end
-if current == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1}
+local slot = redis.call('ZSCORE', SLOTS, token)
+if slot then
+  local ok, held = pcall(cjson.decode, redis.call('HGET', HOLDERS, token) or '{}')
+  if not ok or type(held) ~= 'table' then
+    held = {}
+  end
+  if held.handed then
+    held.handed = nil
+    redis.call('HSET', HOLDERS, token, cjson.encode(held))
+    redis.call('ZADD', SLOTS, int(NOW + claim), token)
+    expire_with(SLOTS, {SLOTS, HOLDERS})
+  elseif tonumber(slot) < NOW + claim then
+    redis.call('ZADD', SLOTS, int(NOW + claim), token)
+    expire_with(SLOTS, {SLOTS, HOLDERS})
+  end
+  leave_queue(token)
+  return {1, tonumber(held.fence or '0') or 0}
 end
-return {0, redis.call('PTTL', KEYS[1]), now_ms(), redis.call('HGETALL', KEYS[2])}
+
+-- Cancelled by a newer waiter (--supersede).
+local by = redis.call('HGET', SUPERSEDED, token)
+if by then
+  return {3, flat(by)}
+end
+
+-- One key, one use: a mutex, or a semaphore of one limit, with waiters of the same.
+local use
+if limit == 1 then
+  if redis.call('ZCARD', SLOTS) > 0 then
+    use = 'semaphore'
+  end
+elseif redis.call('EXISTS', LOCK) == 1 then
+  use = 'mutex'
+else
+  local stored = redis.call('HGET', HOLDERS, 'limit')
+  if stored and tonumber(stored) ~= limit then
+    use = 'semaphore'
+  end
+end
+if use then
+  local view = holders_view()
+  return {4, use, view[4], view[3], view[2]}
+end
+local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+if head then
+  local theirs = tonumber(waiter_info(head).limit or '1') or limit
+  if theirs ~= limit then
+    return {4, 'queue', theirs, redis.call('ZCARD', QUEUE), flat(redis.call('HGET', WAITERS, head))}
+  end
+end
+
+-- Take it if it is free and nobody waits before us (see ahead_of for waiters that poll).
+local position = redis.call('ZRANK', QUEUE, token)
+local waiting = redis.call('ZCARD', QUEUE)
+local polls = info.polls == '1'
+if limit == 1 then
+  if redis.call('EXISTS', LOCK) == 0 then
+    if ahead_of(position, waiting, polls) == 0 then
+      return {1, grant_mutex(token, claim, info)}
+    end
+    -- Free, with others first in line (a holder or a handed-to waiter vanished): hand it on.
+    hand_off()
+  end
+else
+  local free = limit - redis.call('ZCARD', SLOTS)
+  if free > 0 then
+    if ahead_of(position, waiting, polls) < free then
+      return {1, grant_slot(token, claim, limit, info)}
+    end
+    hand_off()
+  end
+end
+
+local view = holders_view()
+if mode == 'try' then
+  return {0, view[1], NOW, view[2], view[3], view[4], redis.call('ZCARD', QUEUE)}
+end
+
+-- Join the line, or keep our place in it.
+local ticket = redis.call('ZSCORE', QUEUE, token)
+if ticket then
+  ticket = tonumber(ticket)
+  -- A waiter that could not subscribe polls from now on: say so.
+  local w = waiter_info(token)
+  if (w.polls or '0') ~= (info.polls or '0') then
+    w.polls = info.polls
+    redis.call('HSET', WAITERS, token, cjson.encode(w))
+  end
+else
+  ticket = next_number()
+  redis.call('ZADD', QUEUE, int(ticket), token)
+  local w = {}
+  for k, v in pairs(info) do
+    w[k] = v
+  end
+  w.since = int(NOW)
+  w.limit = tostring(limit)
+  w.takeup_ms = tostring(takeup)
+  redis.call('HSET', WAITERS, token, cjson.encode(w))
+end
+redis.call('ZADD', ALIVE, int(NOW + place), token)
+if mode == 'supersede' then
+  local older = redis.call('ZRANGEBYSCORE', QUEUE, '-inf', '(' .. int(ticket))
+  if #older > 0 then
+    local me = redis.call('HGET', WAITERS, token)
+    for _, t in ipairs(older) do
+      leave_queue(t)
+      redis.call('HSET', SUPERSEDED, t, me)
+      wake(t, 'superseded')
+    end
+    redis.call('PEXPIRE', SUPERSEDED, place)
+  end
+end
+expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})
+return {
+  2, view[1], NOW, view[2], view[3], view[4], redis.call('ZCARD', QUEUE),
+  redis.call('ZRANK', QUEUE, token) + 1,
+}

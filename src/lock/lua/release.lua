@@ -1,9 +1,19 @@
--- distlock release: delete the lock KEYS[1] and its metadata KEYS[2], only if the lock holds
--- the token ARGV[1], and tell the waiters on channel ARGV[2].
--- Returns {1} when released, {0} when the lock did not hold that token.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return {1}
+-- distlock release (after common.lua): token ARGV[1] is done. Its place in line goes (a waiter
+-- that gives up), and the mutex or semaphore slot it holds (a holder that is done, a lost reply
+-- that landed, a lock handed to it meanwhile) is released and handed directly to the first
+-- waiters in line (waking only them); when nobody waits, a release that leaves the lock free
+-- publishes on P{K}:released.
+-- Returns {1} when it released something, {0} otherwise.
+leave_queue(ARGV[1])
+redis.call('HDEL', SUPERSEDED, ARGV[1])
+purge_waiters()
+local released = release(ARGV[1])
+if released == 0 then
+  -- It may have been first in line for a free lock: the next one is now.
+  purge_slots()
+  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', QUEUE) > 0 then
+    hand_off()
+  end
+  expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})
 end
-return {0}
+return {released}

@@ -1,14 +1,34 @@
--- distlock renew: extend the lock KEYS[1] and its metadata KEYS[2] to ARGV[2] ms, only if the
--- lock still holds our token ARGV[1]. Never re-creates an expired key. ARGV[2] = "0" means the
--- TTL the lock was acquired with (the metadata's ttl_ms; 30s if unknown).
--- Returns {1} when extended, {0} when the lock is not ours.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local ttl = ARGV[2]
-  if ttl == '0' then
-    ttl = redis.call('HGET', KEYS[2], 'ttl_ms') or '30000'
+-- distlock renew (after common.lua): extend our mutex or semaphore slot to ARGV[2] ms, only if
+-- it still holds our token ARGV[1]. Never re-creates an expired lock. ARGV[2] = "0" means the
+-- TTL it was acquired with (its metadata's ttl_ms; 30s if unknown).
+-- ARGV[3], when given, is a fence floor: the fence counter is raised to at least it (a Redlock
+-- makes every node's counter reach the fence it granted, so that a later majority, which
+-- shares a node with this one, hands out a larger fence).
+-- Returns {1, ttl_ms} (the expiry applied) when extended, {0} when the lock is not ours.
+local token, ttl = ARGV[1], ARGV[2]
+local function raise_fence()
+  if ARGV[3] and tonumber(redis.call('GET', FENCE) or '0') < tonumber(ARGV[3]) then
+    redis.call('SET', FENCE, ARGV[3])
   end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  return {1}
+end
+if redis.call('GET', LOCK) == token then
+  if ttl == '0' then
+    ttl = redis.call('HGET', OWNER, 'ttl_ms') or '30000'
+  end
+  redis.call('PEXPIRE', LOCK, ttl)
+  redis.call('PEXPIRE', OWNER, ttl)
+  raise_fence()
+  return {1, tonumber(ttl)}
+end
+local slot = redis.call('ZSCORE', SLOTS, token)
+if slot and tonumber(slot) > NOW then
+  if ttl == '0' then
+    local ok, held = pcall(cjson.decode, redis.call('HGET', HOLDERS, token) or '{}')
+    ttl = ok and type(held) == 'table' and held.ttl_ms or '30000'
+  end
+  redis.call('ZADD', SLOTS, int(NOW + tonumber(ttl)), token)
+  expire_with(SLOTS, {SLOTS, HOLDERS})
+  raise_fence()
+  return {1, tonumber(ttl)}
 end
 return {0}

@@ -1,4 +1,6 @@
-//! Which signals distlock catches, and why.
+//! Which signals distlock catches, and why: the process-wide signal policy (signals reach
+//! distlock whether it waits for a lock or runs a command; the child only inherits the result,
+//! see [`crate::child::spawn`]).
 //!
 //! # Signal policy
 //!
@@ -20,7 +22,8 @@
 
 use nix::sys::signal::{SigHandler, Signal};
 
-use crate::events::Sender;
+use crate::backend::Cancel;
+use crate::events::{Events, Sender};
 
 /// Signals forwarded to the child (and that end a wait).
 pub const FORWARDED: [i32; 6] = [
@@ -37,6 +40,12 @@ pub fn is_termination(signal: i32) -> bool {
     FORWARDED.contains(&signal)
 }
 
+/// A terminating signal already queued on `events`, if any (other events queued so far are
+/// dropped).
+pub fn take_termination(events: &mut Events) -> Option<i32> {
+    events.take_signal(is_termination)
+}
+
 /// What the signal set-up found and did.
 #[derive(Clone, Debug)]
 pub struct Dispositions {
@@ -48,8 +57,10 @@ pub struct Dispositions {
     pub reset_in_child: Vec<libc::c_int>,
 }
 
-/// Start catching signals; each one becomes an [`crate::events::Event::Signal`] on `events`.
-pub fn install(events: &Sender) -> std::io::Result<Dispositions> {
+/// Start catching signals; each one becomes an [`crate::events::Event::Signal`] on `events`, and
+/// a terminating one also raises `cancel`, so that a Redis call in progress stops waiting at once
+/// (the main thread may be waiting for one when the signal comes).
+pub fn install(events: &Sender, cancel: &Cancel) -> std::io::Result<Dispositions> {
     let mut caught: Vec<i32> = FORWARDED
         .iter()
         .copied()
@@ -64,11 +75,15 @@ pub fn install(events: &Sender) -> std::io::Result<Dispositions> {
     let mut reset_in_child = caught.clone();
     for signal in caught {
         let byte = u8::try_from(signal).unwrap_or(0);
-        // SAFETY: the action only calls write(2), which is async-signal-safe, on a pipe that
-        // lives as long as the process (the Sender holding it is never dropped before exit);
-        // signal-hook-registry saves and restores errno around it.
+        let flag = is_termination(signal).then(|| cancel.flag());
+        // SAFETY: the action only stores to an atomic and calls write(2), both async-signal-safe,
+        // on a pipe that lives as long as the process (the Sender holding it is never dropped
+        // before exit); signal-hook-registry saves and restores errno around it.
         unsafe {
             signal_hook::low_level::register(signal, move || {
+                if let Some(flag) = &flag {
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 libc::write(fd, (&byte as *const u8).cast(), 1);
             })?;
         }

@@ -1,0 +1,253 @@
+//! The operator commands: `status` (one lock), `list` (all locks under the prefix) and `break`
+//! (release a lock, or holders of a semaphore, whoever holds them). Their data goes to stdout;
+//! `break` talks on stderr (through [`Output`], its question included).
+//!
+//! This file reads locks and writes what the commands print; how a lock is shown (holder ids,
+//! text, JSON) is [`view`]'s, and what `break` decides is [`breaking`]'s.
+
+mod breaking;
+mod view;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::SystemTime;
+
+use crate::backend::Budget;
+use crate::commands::Exit;
+use crate::error::Error;
+use crate::exit;
+use crate::lock::{self, Lock, LockName, LockState, Survey, Topology};
+use crate::output::{self, Ev, Level, Output};
+
+use breaking::Consent;
+use view::View;
+
+/// Look at one lock.
+fn read(topology: &Topology, name: &LockName) -> Result<(Box<dyn Lock>, LockState), Error> {
+    let budget = Budget::within(topology.timeout());
+    let mut lock = lock::open(name.clone(), topology);
+    match lock.inspect(&budget) {
+        Ok(state) => Ok((lock, state)),
+        Err(e) => Err(Error::redis(
+            format!("cannot read lock {}", output::quote(name.key())),
+            lock.describe(),
+            e,
+        )),
+    }
+}
+
+/// Survey one lock: what a majority agrees on (or a split), with each node's view.
+fn survey(topology: &Topology, name: &LockName) -> Result<Survey, Error> {
+    let budget = Budget::within(topology.timeout());
+    let mut lock = lock::open(name.clone(), topology);
+    lock.survey(&budget).map_err(|e| {
+        Error::redis(
+            format!("cannot read lock {}", output::quote(name.key())),
+            lock.describe(),
+            e,
+        )
+    })
+}
+
+fn print(text: &str) -> Result<(), Error> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A closed pipe (`distlock list | head`) is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::Internal(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Print `value` as pretty JSON. serde_json escapes the control characters below U+0020 in
+/// strings; DEL and the C1 controls (some terminals obey U+009B as an escape sequence) are
+/// escaped here, as in the JSON lines on stderr. They occur only inside strings.
+fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
+    let encoded = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::Internal(format!("cannot encode JSON: {e}")))?;
+    let mut text = String::with_capacity(encoded.len() + 1);
+    for c in encoded.chars() {
+        if c.is_control() && c >= '\u{7f}' {
+            text.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            text.push(c);
+        }
+    }
+    text.push('\n');
+    print(&text)
+}
+
+/// `distlock status`: 0 when held, 1 when free (waiters or not), 75 on a Redlock's split: no
+/// holder has a majority, so nobody holds the lock and nobody can take it until the nodes'
+/// locks expire (busy, retry later: the code of a busy lock).
+pub fn status(topology: Topology, name: LockName, json: bool, out: &Output) -> Result<Exit, Error> {
+    let survey = survey(&topology, &name)?;
+    let view = View::surveyed(&name, &survey, SystemTime::now());
+    if json {
+        print_json(&view.json())?;
+    } else if out.level() != Level::Quiet {
+        print(&view.text())?;
+    }
+    Ok(Exit::Code(if view.split {
+        exit::BUSY
+    } else if view.holders.is_empty() {
+        exit::FREE
+    } else {
+        exit::SUCCESS
+    }))
+}
+
+/// `distlock list`.
+pub fn list(
+    topology: Topology,
+    prefix: &str,
+    pattern: &str,
+    json: bool,
+    out: &Output,
+) -> Result<Exit, Error> {
+    let locks = lock::list(&topology, prefix, pattern)
+        .map_err(|source| Error::redis("cannot list locks", topology.describe(), source))?;
+    let now = SystemTime::now();
+    let views: Vec<View<'_>> = locks
+        .iter()
+        .map(|(name, survey)| View::surveyed(name, survey, now))
+        .collect();
+    if json {
+        let items: Vec<_> = views.iter().map(View::json).collect();
+        print_json(&items)?;
+        return Ok(Exit::Code(exit::SUCCESS));
+    }
+    if views.is_empty() {
+        out.notice(
+            Ev::NoLocks,
+            format!(
+                "no locks under prefix {} match {}",
+                output::quote(prefix),
+                output::quote(pattern)
+            ),
+        );
+        return Ok(Exit::Code(exit::SUCCESS));
+    }
+    let mut rows = vec![
+        [
+            "KEY",
+            "HOLDER",
+            "HELD FOR",
+            "EXPIRES IN",
+            "WAITING",
+            "COMMAND / NOTE",
+        ]
+        .map(String::from),
+    ];
+    rows.extend(
+        views
+            .iter()
+            .map(|view| view.row().map(|cell| output::sanitize(&cell))),
+    );
+    print(&table(&rows, std::io::stdout().is_terminal()))?;
+    Ok(Exit::Code(exit::SUCCESS))
+}
+
+/// Rows as an aligned table (on a terminal) or tab-separated lines (for scripts).
+fn table<const N: usize>(rows: &[[String; N]], aligned: bool) -> String {
+    let mut text = String::new();
+    if !aligned {
+        for row in rows {
+            text.push_str(&row.join("\t"));
+            text.push('\n');
+        }
+        return text;
+    }
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// `distlock break`: 0 broken, 1 nothing broken. `holder` (an id prefix, as `status` shows
+/// it) breaks that holder alone; without it, every holder shown is broken.
+pub fn break_lock(
+    topology: Topology,
+    name: LockName,
+    holder: Option<String>,
+    yes: bool,
+    out: &Output,
+) -> Result<Exit, Error> {
+    let timeout = topology.timeout();
+    let (mut lock, state) = read(&topology, &name)?;
+    let view = View::new(&name, &state, SystemTime::now());
+    // Like rm -i: ask when someone can answer on a terminal.
+    let mut ask = |question: &str| {
+        out.prompt(Ev::ConfirmBreak, question);
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
+    };
+    let consent = if yes {
+        Consent::Given
+    } else if std::io::stdin().is_terminal() {
+        Consent::Ask(&mut ask)
+    } else {
+        Consent::Impossible
+    };
+    breaking::break_holders(
+        lock.as_mut(),
+        &view,
+        holder.as_deref(),
+        consent,
+        &|| Budget::within(timeout),
+        out,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_on_terminals_and_tab_otherwise() {
+        let rows = vec![
+            [
+                "KEY".into(),
+                "HOLDER".into(),
+                "A".into(),
+                "B".into(),
+                "C".into(),
+            ],
+            [
+                "deploy".into(),
+                "h:1".into(),
+                "1s".into(),
+                "2s".into(),
+                "x y".into(),
+            ],
+        ];
+        assert_eq!(
+            table(&rows, true),
+            "KEY     HOLDER  A   B   C\ndeploy  h:1     1s  2s  x y\n"
+        );
+        assert_eq!(
+            table(&rows, false),
+            "KEY\tHOLDER\tA\tB\tC\ndeploy\th:1\t1s\t2s\tx y\n"
+        );
+    }
+}

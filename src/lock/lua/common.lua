@@ -1,0 +1,271 @@
+-- distlock: what every script shares (each script is this file followed by its own body).
+--
+-- KEYS, the same nine for every script, all under the lock's hash tag P{K}:
+--   1 P{K}             the mutex: a string holding the holder's token, PX expiry
+--   2 P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
+--   3 P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
+--   4 P{K}:queue       zset: waiter token -> ticket (the order of the line)
+--   5 P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
+--   6 P{K}:alive       zset: waiter token -> deadline of its place (server ms)
+--   7 P{K}:slots       zset: semaphore holder token -> expiry (server ms)
+--   8 P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
+--   9 P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
+-- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
+-- turn came, or it was superseded).
+--
+-- Time is the server's (TIME), never a client's: waiter places and semaphore slots expire by
+-- it. Lua numbers are doubles: integers stay exact up to 2^53 (the clock in microseconds is
+-- about 2^51), and are formatted with %.0f (tostring would write 1.7e+15).
+
+local LOCK, OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+
+local function int(n)
+  return string.format('%.0f', n)
+end
+
+local function clock()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(us / 1000), us
+end
+local NOW, NOW_US = clock()
+
+-- A floor for the next number, which a script may set from its arguments (a Redlock proposes
+-- the same one to every node, so that nodes in step hand out the same fence: see acquire.lua).
+local FLOOR = 0
+
+-- The next number for KEY: strictly greater than every earlier one, and than the server's clock
+-- in microseconds, so that it never goes backwards even if the counter is lost (evicted, or a
+-- restart without persistence), as long as the server's clock does not.
+local function next_number()
+  local last = tonumber(redis.call('GET', FENCE) or '0')
+  local n = math.max(last + 1, NOW_US, FLOOR)
+  redis.call('SET', FENCE, int(n))
+  return n
+end
+
+local function wake(token, message)
+  redis.call('PUBLISH', LOCK .. ':wake:' .. token, message)
+end
+
+-- Raise KEY's expiry to MS from now if it is shorter; never lower it.
+local function raise_expiry(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- A zset's, or a set of keys', expiry follows its latest member deadline.
+local function expire_with(zset, keys)
+  local last = redis.call('ZRANGE', zset, -1, -1, 'WITHSCORES')[2]
+  for _, key in ipairs(keys) do
+    if last then
+      redis.call('PEXPIREAT', key, int(tonumber(last) + 1000))
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+
+local function leave_queue(token)
+  redis.call('ZREM', QUEUE, token)
+  redis.call('ZREM', ALIVE, token)
+  redis.call('HDEL', WAITERS, token)
+end
+
+-- Forget waiters whose place was not kept alive (their process is gone).
+local function purge_waiters()
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', '(' .. int(NOW))) do
+    leave_queue(token)
+  end
+end
+
+-- Forget semaphore holders whose slot expired; a semaphore without holders forgets its limit.
+local function purge_slots()
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', SLOTS, '-inf', int(NOW))) do
+    redis.call('ZREM', SLOTS, token)
+    redis.call('HDEL', HOLDERS, token)
+  end
+  if redis.call('ZCARD', SLOTS) == 0 then
+    redis.call('DEL', HOLDERS)
+  end
+end
+
+-- A JSON object's fields as a flat field/value array (what clients decode for the mutex too).
+local function flat(json)
+  local out = {}
+  if not json then
+    return out
+  end
+  local ok, t = pcall(cjson.decode, json)
+  if not ok or type(t) ~= 'table' then
+    return out
+  end
+  for k, v in pairs(t) do
+    if type(v) == 'number' then
+      v = int(v)
+    end
+    if type(v) == 'string' then
+      out[#out + 1] = k
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
+
+-- Grant the mutex to TOKEN for MS with metadata INFO (a table of strings), return its fence.
+-- HANDED: the lock is handed to a waiter for its take-up window (field 'handed' = '1' until
+-- the waiter's attempt takes it up and sets its own expiry).
+local function grant_mutex(token, ms, info, handed)
+  local fence = next_number()
+  redis.call('SET', LOCK, token, 'PX', ms)
+  redis.call('DEL', OWNER)
+  local fields = {'acquired_at', int(NOW), 'fence', int(fence)}
+  for k, v in pairs(info) do
+    if k ~= 'since' and k ~= 'limit' and k ~= 'takeup_ms' and k ~= 'polls'
+      and type(v) == 'string' then
+      fields[#fields + 1] = k
+      fields[#fields + 1] = v
+    end
+  end
+  if handed then
+    fields[#fields + 1] = 'handed'
+    fields[#fields + 1] = '1'
+  end
+  redis.call('HSET', OWNER, unpack(fields))
+  redis.call('PEXPIRE', OWNER, ms)
+  leave_queue(token)
+  return fence
+end
+
+-- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence
+-- (HANDED: as for the mutex, a field of the holder's JSON).
+local function grant_slot(token, ms, limit, info, handed)
+  local fence = next_number()
+  local held = {}
+  for k, v in pairs(info) do
+    if k ~= 'since' and k ~= 'takeup_ms' and k ~= 'polls' then
+      held[k] = v
+    end
+  end
+  held.acquired_at = int(NOW)
+  held.fence = int(fence)
+  held.limit = nil
+  if handed then
+    held.handed = '1'
+  end
+  redis.call('ZADD', SLOTS, int(NOW + ms), token)
+  redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
+  expire_with(SLOTS, {SLOTS, HOLDERS})
+  leave_queue(token)
+  return fence
+end
+
+-- A waiter's metadata (a table; empty when unreadable).
+local function waiter_info(token)
+  local ok, info = pcall(cjson.decode, redis.call('HGET', WAITERS, token) or '{}')
+  if not ok or type(info) ~= 'table' then
+    return {}
+  end
+  return info
+end
+
+-- How many waiters TOKEN must let go first: every waiter before it in line (all of them if it
+-- has no place yet); for a waiter that polls (spin mode, which nobody can wake), only the
+-- waiters before it that are woken by hand-off: waiters that poll take a free lock in whatever
+-- order they find it (as polling does), but never before a waiter that joined the line before
+-- them and is waiting to be handed the lock. Past 64 waiters, all are counted.
+local function ahead_of(position, waiting, polls)
+  local before = position or waiting
+  if not polls or before == 0 then
+    return before
+  end
+  if before > 64 then
+    return before
+  end
+  local count = 0
+  for _, t in ipairs(redis.call('ZRANGE', QUEUE, 0, before - 1)) do
+    if waiter_info(t).polls ~= '1' then
+      count = count + 1
+    end
+  end
+  return count
+end
+
+-- The lock is (partly) free: hand it to the waiters first in line, directly, and wake only
+-- them. A waiter that does not take it up (an attempt of its own, which sets the expiry to its
+-- claim) within its takeup_ms loses it when that expires. A waiter that polls is not handed
+-- anything (it could not be woken): at the head of the line, it leaves the lock free for the
+-- waiters that poll, and the others behind it wait.
+local function hand_off()
+  purge_waiters()
+  while true do
+    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    if not head then
+      break
+    end
+    local info = waiter_info(head)
+    if info.polls == '1' then
+      break
+    end
+    local limit = tonumber(info.limit or '1') or 1
+    local takeup = tonumber(info.takeup_ms or '5000') or 5000
+    if limit == 1 then
+      if redis.call('EXISTS', LOCK) == 1 or redis.call('ZCARD', SLOTS) > 0 then
+        break
+      end
+      grant_mutex(head, takeup, info, true)
+    else
+      purge_slots()
+      local stored = tonumber(redis.call('HGET', HOLDERS, 'limit') or tostring(limit))
+      if redis.call('EXISTS', LOCK) == 1 or stored ~= limit
+        or redis.call('ZCARD', SLOTS) >= limit then
+        break
+      end
+      grant_slot(head, takeup, limit, info, true)
+    end
+    wake(head, 'granted')
+  end
+  expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})
+  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', SLOTS) == 0 then
+    redis.call('PUBLISH', LOCK .. ':released', 'released')
+  end
+end
+
+-- Release TOKEN's mutex or slot, and hand the lock on. Returns 1 if it held one, else 0.
+local function release(token)
+  if redis.call('GET', LOCK) == token then
+    redis.call('DEL', LOCK, OWNER)
+  elseif redis.call('ZSCORE', SLOTS, token) then
+    redis.call('ZREM', SLOTS, token)
+    redis.call('HDEL', HOLDERS, token)
+    purge_slots()
+    expire_with(SLOTS, {SLOTS, HOLDERS})
+  else
+    return 0
+  end
+  hand_off()
+  return 1
+end
+
+-- What a waiter learns about the holders: {pttl, holder metadata (flat), holders, limit}, where
+-- pttl is the mutex holder's remaining time (-1: no expiry) or the soonest slot expiry.
+local function holders_view()
+  if redis.call('EXISTS', LOCK) == 1 then
+    return {redis.call('PTTL', LOCK), redis.call('HGETALL', OWNER), 1, 1}
+  end
+  purge_slots()
+  local first = redis.call('ZRANGE', SLOTS, 0, 0, 'WITHSCORES')
+  if first[1] then
+    return {
+      math.max(tonumber(first[2]) - NOW, 0),
+      flat(redis.call('HGET', HOLDERS, first[1])),
+      redis.call('ZCARD', SLOTS),
+      tonumber(redis.call('HGET', HOLDERS, 'limit') or '0'),
+    }
+  end
+  return {-2, {}, 0, 0}
+end
+
+-- ----------------------------------------------------------------------------------------------

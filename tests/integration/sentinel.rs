@@ -1,0 +1,268 @@
+//! Issue 10: locks behind Redis Sentinel (`redis+sentinel://`), on a real primary with replicas
+//! and three real sentinels: the primary is found through the sentinels and confirmed with
+//! ROLE; a failover between runs and during a run; all sentinels down.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::topology::Sentinel;
+use crate::util::*;
+
+fn at(url: &str) -> Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_REDIS_URL", url);
+    cmd
+}
+
+/// Every subcommand works through the sentinels, on the primary they name; a failover between
+/// two runs sends the second one to the new primary.
+#[test]
+fn every_subcommand_through_the_sentinels_and_a_failover_between_runs() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let out = run(at(&url)
+        .args(["-v", "run", "-k", "s1", "--", "sh", "-c"])
+        .arg(format!("echo $DISTLOCK_FENCE > {}", dir.str("fence"))));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // -v names the primary the sentinels named.
+    let primary = topo.primary_addr();
+    assert!(
+        stderr(&out).contains(&format!("(primary redis://{primary})")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!wait_for_file(&dir.path("fence")).trim().is_empty());
+
+    // acquire / status / list / renew / release / break, by the same URL.
+    let out = run(at(&url).args(["acquire", "-k", "s2", "--ttl", "30s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let primary = topo.primary();
+    assert_eq!(topo.node(primary).get(&lock_key("s2")), Some(token.clone()));
+    let out = run(at(&url).args(["status", "-k", "s2"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(at(&url).args(["list"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("s2"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(at(&url).args(["renew", "-k", "s2", "--token", &token]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // Failover: the lock (replicated) is on the new primary; release finds it there.
+    wait_until("the replica to have the lock", || {
+        topo.node(1 - primary).get(&lock_key("s2")) == Some(token.clone())
+    });
+    let new = topo.failover();
+    assert_ne!(new, primary);
+    let out = run(at(&url).args(["release", "-k", "s2", "--token", &token]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!topo.node(new).exists(&lock_key("s2")));
+
+    // The old primary still answers as a primary for a while: distlock must not use it.
+    let out = run(at(&url).args(["run", "-k", "s3", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(at(&url).args(["acquire", "-k", "s4"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(topo.node(new).exists(&lock_key("s4")));
+    assert!(!topo.node(primary).exists(&lock_key("s4")));
+    let out = run(at(&url).args(["break", "-k", "s4", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!topo.node(new).exists(&lock_key("s4")));
+}
+
+/// A failover during a run whose lock reached the new primary: the renewals follow the new
+/// primary (the old one still accepts writes for a while, which would be lost) and the run
+/// ends normally, releasing on the new primary. Then a SIGKILLed primary, during a run.
+#[test]
+fn a_run_survives_failovers_when_its_lock_was_replicated() {
+    let mut topo = Sentinel::start(2);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let fifo = dir.path("go");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let holder = at(&url)
+        .args(["run", "-k", "fo", "--ttl", "6s", "--", "sh", "-c"])
+        .arg(format!(
+            "echo held > {}; read _ < {}; echo done > {}",
+            dir.str("held"),
+            fifo.display(),
+            dir.str("done")
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path("held"));
+    let old = topo.primary();
+    let token = topo.node(old).get(&lock_key("fo")).unwrap();
+    wait_until("the replicas to have the lock", || {
+        (0..3).all(|i| topo.node(i).get(&lock_key("fo")) == Some(token.clone()))
+    });
+    let new = topo.failover();
+    // Two renewal periods (TTL/3 = 2s each) on the new primary: the key keeps its full TTL.
+    let until = Instant::now() + Duration::from_secs(5);
+    wait_until("renewals on the new primary", || Instant::now() >= until);
+    let pttl = topo.node(new).pttl(&lock_key("fo"));
+    assert!(
+        pttl > 2000,
+        "the lock on the new primary expires in {pttl}ms"
+    );
+    topo.settle_now();
+
+    // Now the automatic path: the primary dies; the sentinels promote a replica.
+    wait_until("the replicas to have the lock", || {
+        (0..3)
+            .filter(|i| topo.node(*i).is_up())
+            .all(|i| topo.node(i).get(&lock_key("fo")) == Some(token.clone()))
+    });
+    let newer = topo.kill_primary();
+    let until = Instant::now() + Duration::from_secs(5);
+    wait_until("renewals on the newest primary", || Instant::now() >= until);
+    assert!(topo.node(newer).pttl(&lock_key("fo")) > 2000);
+
+    std::fs::write(&fifo, "go\n").unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(wait_for_file(&dir.path("done")), "done\n");
+    assert!(!topo.node(newer).exists(&lock_key("fo")));
+}
+
+/// A failover that loses the lock (the replica that is promoted does not have it: replication
+/// is asynchronous): the next renewal asks the sentinels, finds the lock gone on the new
+/// primary, and the command is killed (124).
+#[test]
+fn a_failover_that_loses_the_lock_kills_the_command() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let primary = topo.primary();
+    let replica = 1 - primary;
+    let holder = at(&url)
+        .args([
+            "run",
+            "-k",
+            "lost",
+            "--ttl",
+            "6s",
+            "--kill-grace",
+            "500ms",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("echo $$ > {}; exec sleep 60", dir.str("pid")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = read_pid(&dir.path("pid"));
+    // The write that did not make it: delete the lock on the replica alone (a write on a
+    // writable replica stays local).
+    wait_until("the replica to have the lock", || {
+        topo.node(replica).exists(&lock_key("lost"))
+    });
+    topo.node(replica)
+        .cmd::<()>(&["CONFIG", "SET", "replica-read-only", "no"]);
+    topo.node(replica).cmd::<i64>(&["DEL", &lock_key("lost")]);
+    let failed_over = Instant::now();
+    assert_eq!(topo.failover(), replica);
+    wait_dead(child);
+    // Within a renewal period (2s) and the kill grace, not at the TTL's end on the old primary.
+    assert!(
+        failed_over.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        failed_over.elapsed()
+    );
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost lock"), "{}", stderr(&out));
+}
+
+/// Every sentinel refuses connections: exit 69 within the Redis timeout's bound, saying so;
+/// sentinels that do not answer (stopped) are waited for as one server would be, until
+/// `--unreachable-after`; a service the sentinels do not know: exit 69 at once, naming it.
+#[test]
+fn all_sentinels_down_and_an_unknown_service() {
+    let mut topo = Sentinel::start(0);
+    let unknown = topo.url().replace("/distlock-test", "/nosuch");
+    let out = run(at(&unknown).args(["run", "-k", "u", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("\"nosuch\""), "{}", stderr(&out));
+
+    let url = topo.url();
+    topo.stop_sentinels();
+    let started = Instant::now();
+    let out = run(at(&url).args([
+        "--redis-timeout",
+        "500ms",
+        "run",
+        "--unreachable-after",
+        "1s",
+        "-k",
+        "u",
+        "--",
+        "echo",
+        "ran",
+    ]));
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(took >= Duration::from_secs(1), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    topo.cont_sentinels();
+    topo.kill_sentinels();
+    let started = Instant::now();
+    let out = run(at(&url).args(["run", "-k", "u", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("sentinel"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A holder and a waiter in line across a failover: the release goes to the new primary
+/// (asked of the sentinels, not the connection that acquired), hands the lock to the waiter
+/// there, and the waiter, whose attempts also ask the sentinels, takes it up: one after the
+/// other, never both.
+#[test]
+fn the_line_survives_a_failover() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let log = dir.str("log");
+    let fifo = dir.path("go");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let holder = at(&url)
+        .args(["run", "-k", "line", "--", "sh", "-c"])
+        .arg(format!(
+            "echo held > {}; read _ < {}; echo holder >> {log}",
+            dir.str("held"),
+            fifo.display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path("held"));
+    let waiter = at(&url)
+        .args(["run", "-k", "line", "--", "sh", "-c"])
+        .arg(format!("echo waiter >> {log}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let old = topo.primary();
+    wait_until("the waiter to be in line on the replica too", || {
+        (0..2).all(|i| topo.node(i).in_line("line") == 1)
+    });
+    let new = topo.failover();
+    assert_ne!(new, old);
+    std::fs::write(&fifo, "go\n").unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = finish(waiter);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "holder\nwaiter\n");
+    assert!(!topo.node(new).exists(&lock_key("line")));
+}

@@ -1,0 +1,434 @@
+//! Issue 10: TLS and an ACL user on every topology. Every server speaks TLS only (replication,
+//! the sentinels' links and the cluster bus included), and distlock logs in as a user with
+//! exactly the rights the README lists for the topology, read from the README itself: so a
+//! right the code needs and the README forgets fails here. Each test also checks that no
+//! password shows in any output (`-v` included), and that a wrong password ends distlock with 69
+//! and an authentication message, at once, with nothing written.
+//!
+//! The servers' `default` user stays open: the fixtures administer the servers with it. distlock
+//! never falls back to it (a failed AUTH is fatal), which the wrong-password cases check too.
+//!
+//! One test per topology: a Sentinel deployment costs about 1.3s to start and a cluster 2.1s,
+//! so each test runs every check against the one it started.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::tls::{Pki, pki};
+use crate::topology::{Cluster, Primaries, Sentinel};
+use crate::util::*;
+
+const USER: &str = "locker";
+const PASSWORD: &str = "Locker-pw-7f3a";
+/// The sentinels' own user, for the `sentinel_username`/`sentinel_password` parameters.
+const SENTINEL_USER: &str = "watcher";
+const SENTINEL_PASSWORD: &str = "Watcher-pw-2c9e";
+const WRONG: &str = "Not-the-pw-5e1b";
+
+/// A wrong password must be reported at once: well within one `--redis-timeout` (2s).
+const AUTH_BOUND: Duration = Duration::from_secs(2);
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The README's section under the heading `heading`, up to the next heading (a `#` line
+/// outside a code block).
+fn section(readme: &str, heading: &str) -> String {
+    let mut lines = readme.lines().skip_while(|l| *l != heading);
+    assert!(
+        lines.next().is_some(),
+        "the README has no heading {heading:?}"
+    );
+    let mut in_code = false;
+    let mut body = Vec::new();
+    for line in lines {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if line.starts_with('#') && !in_code {
+            break;
+        }
+        body.push(line);
+    }
+    body.join("\n")
+}
+
+/// The ACL rights that the paragraph of `section` that mentions "ACL" lists: each backquoted
+/// span made only of rights (`+cmd`, `-@cat`, `~keys`, `&channels`), in order.
+fn rights(section: &str) -> Vec<String> {
+    let paragraph = section
+        .split("\n\n")
+        .find(|p| p.contains("ACL"))
+        .unwrap_or_else(|| panic!("no paragraph about the ACL in:\n{section}"));
+    let is_right = |word: &str| {
+        (word.starts_with(['+', '~', '&']) || word.starts_with('-')) && !word.starts_with("--")
+    };
+    paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|span| span.split_whitespace().collect::<Vec<_>>())
+        .filter(|words| !words.is_empty() && words.iter().all(|w| is_right(w)))
+        .map(|words| words.join(" "))
+        .collect()
+}
+
+/// What the README says each topology's user needs.
+struct Acls {
+    /// One server, `list` included (the "Redis key layout" ACL and its `+scan`).
+    server: String,
+    /// Data nodes behind Sentinel.
+    sentinel_data: String,
+    /// The sentinels.
+    sentinels: String,
+    /// Cluster nodes.
+    cluster: String,
+}
+
+fn readme_acls() -> Acls {
+    let readme = readme();
+    let server = rights(&section(&readme, "## Redis key layout"));
+    assert!(
+        server.first().is_some_and(|r| r.contains("+evalsha")),
+        "the README's key layout lists the rights: {server:?}"
+    );
+    let server = server.join(" ");
+    let sentinel = rights(&section(&readme, "### Sentinel (`redis+sentinel://`)"));
+    let [data, sentinels] = &sentinel[..] else {
+        panic!(
+            "the README's Sentinel section gives the data nodes' extra rights, then the sentinels' rights: {sentinel:?}"
+        );
+    };
+    let cluster = rights(&section(
+        &readme,
+        "### Redis Cluster (`redis+cluster://`, or a plain URL of a node)",
+    ));
+    let [cluster] = &cluster[..] else {
+        panic!("the README's Cluster section gives the extra rights once: {cluster:?}");
+    };
+    Acls {
+        sentinel_data: format!("{server} {data}"),
+        sentinels: sentinels.clone(),
+        cluster: format!("{server} {cluster}"),
+        server,
+    }
+}
+
+/// `url` with `user:password@` after its scheme.
+fn with_user(url: &str, user: &str, password: &str) -> String {
+    url.replacen("://", &format!("://{user}:{password}@"), 1)
+}
+
+/// distlock at `url` (one URL, or several separated by spaces), trusting `pki`'s CA, with
+/// `-v`: the most it ever says, where a password would show if it could.
+fn at(url: &str, pki: &Pki) -> Command {
+    let mut cmd = bare_distlock();
+    cmd.env("DISTLOCK_REDIS_URL", url)
+        .env("DISTLOCK_TLS_CA", pki.dir.path("ca.crt"))
+        .arg("-v");
+    cmd
+}
+
+/// No password, right or wrong, in anything distlock wrote.
+fn assert_no_password(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for secret in [PASSWORD, SENTINEL_PASSWORD, WRONG] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "a password shows:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
+/// Run to completion; check the exit code and that no password shows.
+fn expect(cmd: &mut Command, code: i32) -> Output {
+    let out = run(cmd);
+    assert_no_password(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Wait until `condition` holds while `child` runs; fail at once with its stderr if it ends.
+fn wait_running(child: &mut Child, what: &str, mut condition: impl FnMut() -> bool) {
+    wait_until(what, || {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(pipe) = child.stderr.as_mut() {
+                let _ = std::io::Read::read_to_string(pipe, &mut err);
+            }
+            panic!("distlock ended ({status}) before {what}: {err}");
+        }
+        condition()
+    });
+}
+
+/// A `run` of `key` whose command says it holds the lock and waits for `let_go`.
+fn hold(cmd: &mut Command, dir: &Scratch, key: &str) -> Child {
+    let fifo = dir.path("go");
+    let _ = std::fs::remove_file(&fifo);
+    let _ = std::fs::remove_file(dir.path("held"));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut child = cmd
+        .args(["run", "-k", key, "--", "sh", "-c"])
+        .arg(format!(
+            "echo held > {}; read _ < {}",
+            dir.str("held"),
+            fifo.display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_running(&mut child, "the command to hold the lock", || {
+        dir.path("held").exists()
+    });
+    child
+}
+
+/// End the command of `hold`; its run must end with 0.
+fn let_go(dir: &Scratch, holder: Child) {
+    std::fs::write(dir.path("go"), "go\n").unwrap();
+    let out = finish(holder);
+    assert_no_password(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A waiter for `key` (notify mode: subscribed over TLS as the ACL user).
+fn waiter(cmd: &mut Command, key: &str) -> Child {
+    cmd.args(["run", "-k", key, "--wait", "20s", "--", "true"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The waiter got the lock once it was let go, woken by the release.
+fn assert_woken(waiter: Child) {
+    let out = finish(waiter);
+    assert_no_password(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("release notification received"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `cmd` fails at once with 69 and an authentication message, runs nothing and shows no
+/// password.
+fn assert_refused(cmd: &mut Command) -> Output {
+    let started = Instant::now();
+    let out = expect(cmd.args(["run", "-k", "refused", "--", "echo", "ran"]), 69);
+    assert!(started.elapsed() < AUTH_BOUND, "{:?}", started.elapsed());
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("authentication failed"),
+        "{}",
+        stderr(&out)
+    );
+    out
+}
+
+/// Redlock over three TLS primaries (`rediss://` URLs), as a user with the one-server ACL:
+/// a run holds the same token on a majority of the nodes; `status` and `list` see it; a waiter
+/// is woken by the release; a wrong password is refused.
+#[test]
+fn redlock_over_tls_as_the_readme_acl_user() {
+    let pki = pki();
+    let acls = readme_acls();
+    let nodes = Primaries::start_with(
+        3,
+        Redis::options()
+            .tls(&pki)
+            .user(USER, PASSWORD, &acls.server),
+    );
+    let urls = |password: &str| {
+        (nodes.urls().iter())
+            .map(|url| with_user(url, USER, password))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(urls(PASSWORD).starts_with("rediss://"));
+    let url = urls(PASSWORD);
+    let dir = Scratch::new();
+    let holder = hold(&mut at(&url, &pki), &dir, "rl");
+    // The same token on a majority (a node slower than --node-timeout may have missed it).
+    let tokens: Vec<String> = (0..3)
+        .filter_map(|i| nodes.node(i).get(&lock_key("rl")))
+        .collect();
+    assert!(tokens.len() >= 2, "{tokens:?}");
+    assert!(tokens.iter().all(|t| *t == tokens[0]), "{tokens:?}");
+    let out = expect(at(&url, &pki).args(["status", "-k", "rl"]), 0);
+    assert!(stdout(&out).contains("is held"), "{}", stdout(&out));
+    let out = expect(at(&url, &pki).arg("list"), 0);
+    assert!(stdout(&out).contains("rl\t"), "{}", stdout(&out));
+    let mut waiting = waiter(&mut at(&url, &pki), "rl");
+    let channel = format!("{}:released", lock_key("rl"));
+    wait_running(&mut waiting, "the waiter to subscribe", || {
+        (0..3).any(|i| {
+            let subscribers: (String, i64) = nodes.node(i).cmd(&["PUBSUB", "NUMSUB", &channel]);
+            subscribers.1 > 0
+        })
+    });
+    let_go(&dir, holder);
+    assert_woken(waiting);
+    for i in 0..3 {
+        assert!(!nodes.node(i).exists(&lock_key("rl")), "node {i}");
+    }
+    expect(at(&url, &pki).args(["status", "-k", "rl"]), 1);
+
+    assert_refused(&mut at(&urls(WRONG), &pki));
+    for i in 0..3 {
+        assert!(!nodes.node(i).exists(&lock_key("refused")), "node {i}");
+    }
+}
+
+/// Sentinel over TLS (`rediss+sentinel://`): data nodes with the README's data-node ACL,
+/// sentinels with the README's sentinel ACL, as the same user or as a user of their own
+/// (`sentinel_username`/`sentinel_password`). The lock lives on the primary; a wrong password
+/// for the data nodes or for the sentinels is refused.
+#[test]
+fn sentinel_over_tls_as_the_readme_acl_users() {
+    let pki = pki();
+    let acls = readme_acls();
+    let topo = Sentinel::start_with(
+        1,
+        (Redis::options().tls(&pki))
+            .user(USER, PASSWORD, &acls.sentinel_data)
+            .user("norole", PASSWORD, &acls.server),
+        (Redis::options().tls(&pki))
+            .user(USER, PASSWORD, &acls.sentinels)
+            .user(SENTINEL_USER, SENTINEL_PASSWORD, &acls.sentinels),
+    );
+    let base = topo.url();
+    assert!(base.starts_with("rediss+sentinel://"), "{base}");
+    let own_as = |user: &str, password: &str, sentinel_password: &str| {
+        format!(
+            "{}?sentinel_username={SENTINEL_USER}&sentinel_password={sentinel_password}",
+            with_user(&base, user, password)
+        )
+    };
+    let own = |password: &str, sentinel_password: &str| own_as(USER, password, sentinel_password);
+    let same = with_user(&base, USER, PASSWORD);
+    let url = own(PASSWORD, SENTINEL_PASSWORD);
+    let dir = Scratch::new();
+    let holder = hold(&mut at(&url, &pki), &dir, "sl");
+    let primary = topo.primary();
+    assert!(topo.node(primary).exists(&lock_key("sl")));
+    let out = expect(at(&same, &pki).args(["status", "-k", "sl"]), 0);
+    assert!(stdout(&out).contains("is held"), "{}", stdout(&out));
+    let out = expect(at(&url, &pki).arg("list"), 0);
+    assert!(stdout(&out).contains("sl\t"), "{}", stdout(&out));
+    let mut waiting = waiter(&mut at(&same, &pki), "sl");
+    wait_running(&mut waiting, "the waiter to take its place in line", || {
+        topo.node(primary).in_line("sl") == 1
+    });
+    let_go(&dir, holder);
+    assert_woken(waiting);
+    assert!(!topo.node(primary).exists(&lock_key("sl")));
+
+    // Without `+role` on the data nodes: refused at once, the hint saying what is missing.
+    let out = expect(
+        at(&own_as("norole", PASSWORD, SENTINEL_PASSWORD), &pki)
+            .args(["run", "-k", "r", "--", "true"]),
+        69,
+    );
+    assert!(stderr(&out).contains("'role' command"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("behind Sentinel also +role"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The message says who refused: the sentinels and the data nodes have credentials of
+    // their own.
+    let out = assert_refused(&mut at(&own(WRONG, SENTINEL_PASSWORD), &pki));
+    assert!(
+        stderr(&out).contains("the primary rediss://locker:***@"),
+        "{}",
+        stderr(&out)
+    );
+    let out = assert_refused(&mut at(&own(PASSWORD, WRONG), &pki));
+    assert!(
+        stderr(&out).contains("sentinel rediss://watcher:***@"),
+        "{}",
+        stderr(&out)
+    );
+    let out = assert_refused(&mut at(&with_user(&base, USER, WRONG), &pki));
+    assert!(
+        stderr(&out).contains("sentinel rediss://locker:***@"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!topo.node(primary).exists(&lock_key("refused")));
+}
+
+/// Redis Cluster over TLS (bus included), as a user with the README's cluster ACL: by
+/// `rediss+cluster://` seeds, and by a plain `rediss://` URL of another node than the lock's,
+/// which must follow MOVED over TLS. `list` through one node finds the locks of every primary.
+#[test]
+fn cluster_over_tls_as_the_readme_acl_user() {
+    let pki = pki();
+    let acls = readme_acls();
+    let cluster = Cluster::start_with(
+        3,
+        0,
+        Redis::options()
+            .tls(&pki)
+            .user(USER, PASSWORD, &acls.cluster),
+    );
+    let seeds = with_user(&cluster.seeds_url(), USER, PASSWORD);
+    assert!(seeds.starts_with("rediss+cluster://"), "{seeds}");
+    let node0 = with_user(&cluster.url_of_node(0), USER, PASSWORD);
+    let key = cluster.key_on(1, "moved");
+    let dir = Scratch::new();
+    // The plain URL names node 0; the lock's slot is on node 1.
+    let holder = hold(&mut at(&node0, &pki), &dir, &key);
+    assert!(cluster.node(1).exists(&lock_key(&key)));
+    let out = expect(at(&seeds, &pki).args(["status", "-k", &key]), 0);
+    assert!(stdout(&out).contains("is held"), "{}", stdout(&out));
+    let mut waiting = waiter(&mut at(&seeds, &pki), &key);
+    wait_running(&mut waiting, "the waiter to take its place in line", || {
+        cluster.node(1).in_line(&key) == 1
+    });
+    let_go(&dir, holder);
+    assert_woken(waiting);
+    assert!(!cluster.node(1).exists(&lock_key(&key)));
+
+    // One lock per primary, through the seeds; `list` through node 0 alone finds them all.
+    let keys: Vec<String> = (0..3).map(|i| cluster.key_on(i, "each")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        expect(
+            at(&seeds, &pki).args(["acquire", "-k", key, "--ttl", "60s"]),
+            0,
+        );
+        assert!(cluster.node(i).exists(&lock_key(key)), "{key} on node {i}");
+    }
+    let out = expect(at(&node0, &pki).arg("list"), 0);
+    for key in &keys {
+        assert!(
+            stdout(&out).contains(&format!("{key}\t")),
+            "{}",
+            stdout(&out)
+        );
+    }
+
+    assert_refused(&mut at(&with_user(&cluster.seeds_url(), USER, WRONG), &pki));
+    assert_refused(&mut at(
+        &with_user(&cluster.url_of_node(0), USER, WRONG),
+        &pki,
+    ));
+    let owner = cluster.node_for_slot(Cluster::slot_of(&lock_key("refused")));
+    assert!(!cluster.node(owner).exists(&lock_key("refused")));
+}
