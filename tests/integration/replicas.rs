@@ -19,6 +19,24 @@ fn pair() -> (Redis, Redis) {
     wait_until("the replica to sync", || {
         matches!(role(&replica), Ok(Role::Replica { synced: true, .. }))
     });
+    // Synced on the replica's side is not yet streaming: after a full sync the primary holds
+    // writes back until the replica's first REPLCONF ACK, up to a second later, and a
+    // `--replicas 1 --replicas-timeout 200ms` grant made in that second is refused. Ready is
+    // when a write is acknowledged.
+    let mut con = primary.client();
+    wait_until("the replica to acknowledge a write", || {
+        redis::cmd("SET")
+            .arg("test:replica-ready")
+            .arg(1)
+            .exec(&mut con)
+            .unwrap();
+        redis::cmd("WAIT")
+            .arg(1)
+            .arg(100)
+            .query::<i64>(&mut con)
+            .unwrap()
+            >= 1
+    });
     (primary, replica)
 }
 
