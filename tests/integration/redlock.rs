@@ -242,9 +242,22 @@ fn a_node_that_comes_back_empty_does_not_end_the_run() {
     let mut nodes = Primaries::start(3);
     let dir = Scratch::new();
     let (ready, go) = (dir.str("ready"), dir.str("go"));
-    let holder = spawn(
+    // A long TTL with frequent renewals: a loaded machine that delays a renewal by a second
+    // must not end the run, which is not what this test is about.
+    let mut holder = spawn(
         redlock(&nodes)
-            .args(["run", "-k", "empty", "--ttl", "2s", "--", "sh", "-c"])
+            .args([
+                "run",
+                "-k",
+                "empty",
+                "--ttl",
+                "10s",
+                "--renew-every",
+                "300ms",
+                "--",
+                "sh",
+                "-c",
+            ])
             .arg(format!(
                 "echo $$ > {ready}; while [ ! -e {go} ]; do sleep 0.02; done"
             )),
@@ -255,7 +268,7 @@ fn a_node_that_comes_back_empty_does_not_end_the_run() {
     // Two renewals after the restart (each resets node 0's expiry upwards).
     for _ in 0..2 {
         let before = nodes.node(0).pttl(&lock_key("empty"));
-        wait_until("a renewal", || {
+        wait_while_running("a renewal", &mut holder, || {
             nodes.node(0).pttl(&lock_key("empty")) > before
         });
     }

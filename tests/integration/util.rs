@@ -581,6 +581,23 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// [`wait_until`] while `process` runs: if it exits first, fail at once with its exit status
+/// and stderr (what a test needs to tell why), not after `BOUND` with only `what`.
+pub fn wait_while_running(what: &str, process: &mut Child, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + BOUND;
+    while !condition() {
+        if let Ok(Some(status)) = process.try_wait() {
+            let mut err = String::new();
+            if let Some(mut pipe) = process.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+            }
+            panic!("while waiting for {what}, the process exited with {status}: {err}");
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// `cmd run -k KEY EXTRA -- sh -c ...`: a holder whose command writes `held` in `dir` once it
 /// holds the lock, then waits until [`release`] lets it go. Returns once it holds.
 pub fn hold_until_released(mut cmd: Command, dir: &Scratch, key: &str, extra: &[&str]) -> Child {
