@@ -9,8 +9,11 @@
 //! is distlock. distlock tells it the command's process group as soon as the command exists;
 //! when distlock is done it writes "disarmed" and the guard exits. When distlock dies instead,
 //! the kernel closes the pipe, the guard reads end-of-file, and sends SIGKILL to the group.
-//! (Between the command's start and the message naming its group, a few microseconds, a
-//! distlock killed would leave the command's own children to themselves.)
+//! The command names its own group to the guard, between clone and exec (see
+//! [`super::spawn`]): the guard knows the group before the command runs its first instruction.
+//! (When distlock sent that message after the spawn, a loaded machine could run the command
+//! for milliseconds before distlock was scheduled again; a distlock SIGKILLed then left the
+//! command's background processes running, which the test suite caught under load.)
 //!
 //! How it is started matters, because every `distlock run` pays for it: re-executing distlock
 //! as the guard cost about 0.7 ms of CPU; a `fork()` cost a page-table copy and then a
@@ -42,7 +45,8 @@ use nix::unistd::Pid;
 /// The guard's process name (what `ps` and /proc/PID/comm show).
 pub const NAME: &[u8] = b"distlock-guard\0";
 
-/// A running guard. It learns the group to guard from [`Guard::watch`], and exits quietly after
+/// A running guard. It learns the group to guard from the command itself (see
+/// [`Guard::pipe_fd`]), and exits quietly after
 /// [`Guard::disarm`] (or when distlock dies before anything was watched).
 pub struct Guard {
     pipe: Option<OwnedFd>,
@@ -53,6 +57,13 @@ pub struct Guard {
 /// `d` ("disarmed"). Both are shorter than PIPE_BUF, so each write arrives whole.
 const WATCH: u8 = b'g';
 const DISARM: u8 = b'd';
+
+/// The message "guard the group `group`", as the guard reads it.
+pub fn watch_message(group: libc::pid_t) -> [u8; 5] {
+    let mut message = [WATCH; 5];
+    message[1..].copy_from_slice(&group.to_ne_bytes());
+    message
+}
 
 impl Guard {
     /// Start the guard. Done early (before waiting for the lock), so that it is not on the path
@@ -72,9 +83,7 @@ impl Guard {
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let read_fd = read.as_raw_fd();
         if let Some(group) = group {
-            let mut message = [WATCH; 5];
-            message[1..].copy_from_slice(&group.as_raw().to_ne_bytes());
-            nix::unistd::write(&write, &message)?;
+            nix::unistd::write(&write, &watch_message(group.as_raw()))?;
         }
         // The guard's stack: never freed (the guard may outlive this process's use of it),
         // never zeroed (pages are touched only as the guard uses them, about one).
@@ -118,11 +127,10 @@ impl Guard {
         self.pid
     }
 
-    /// Guard the process group `group` from now on.
-    pub fn watch(&self, group: Pid) {
-        let mut message = [WATCH; 5];
-        message[1..].copy_from_slice(&group.as_raw().to_ne_bytes());
-        self.send(&message);
+    /// The write end of the guard's pipe, for a child to name its own group on (it is
+    /// close-on-exec: the command never holds it). None once disarmed.
+    pub fn pipe_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.pipe.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// distlock is done with the group (it is gone, or distlock stopped it itself): the guard
@@ -294,3 +302,106 @@ unsafe fn syscall3(number: libc::c_long, a: usize, b: usize, c: usize) -> isize 
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("distlock's guard makes raw system calls for x86_64 and aarch64 Linux only");
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::time::{Duration, Instant};
+
+    use nix::sys::signal::Signal;
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+
+    use super::*;
+    use crate::child::spawn::{SpawnSpec, resolve, spawn};
+
+    impl Guard {
+        /// What distlock's death does to the guard: its end of the pipe closes, unannounced.
+        fn orphan(&mut self) {
+            self.pipe = None;
+        }
+    }
+
+    /// Whether any live (not zombie) process is in process group `group`.
+    fn group_alive(group: i32) -> bool {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+            .any(|stat| {
+                // pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+                let Some((_, rest)) = stat.rsplit_once(')') else {
+                    return false;
+                };
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                fields.first() != Some(&"Z") && fields.get(2) == Some(&group.to_string().as_str())
+            })
+    }
+
+    /// The guard knows the command's group from the command itself, before distlock says
+    /// anything: when distlock dies the moment the command has started (here: its pipe end is
+    /// closed right after the spawn, no message sent), the whole group dies, background
+    /// processes included.
+    #[test]
+    fn the_guard_knows_the_group_before_distlock_speaks() {
+        let mut guard = Guard::start().unwrap();
+        let sh = resolve(std::ffi::OsStr::new("sh")).unwrap();
+        let argv: Vec<OsString> = ["sh", "-c", "sleep 30 & wait"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let group = spawn(SpawnSpec {
+            program: &sh,
+            argv: &argv,
+            env: vec![],
+            take_terminal: false,
+            reset_signals: &[],
+            guard: guard.pipe_fd(),
+        })
+        .unwrap();
+        guard.orphan();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            match waitpid(group, Some(WaitPidFlag::WNOHANG)).unwrap() {
+                WaitStatus::StillAlive if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                WaitStatus::StillAlive => {
+                    let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+                    panic!("the guard did not kill the command's group");
+                }
+                other => break other,
+            }
+        };
+        assert_eq!(status, WaitStatus::Signaled(group, Signal::SIGKILL, false));
+        while group_alive(group.as_raw()) {
+            assert!(
+                Instant::now() < deadline,
+                "the command's background process outlived the guard's kill"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = waitpid(guard.pid(), None);
+    }
+
+    /// A guard that died before the spawn (its pipe has no reader) does not take the command
+    /// down with it: the SIGPIPE of the child's message is taken back before exec.
+    #[test]
+    fn a_dead_guard_does_not_kill_the_command() {
+        let guard = Guard::start().unwrap();
+        nix::sys::signal::kill(guard.pid(), Signal::SIGKILL).unwrap();
+        let _ = waitpid(guard.pid(), None);
+        let sh = resolve(std::ffi::OsStr::new("sh")).unwrap();
+        let argv: Vec<OsString> = ["sh", "-c", "exit 7"].iter().map(OsString::from).collect();
+        let pid = spawn(SpawnSpec {
+            program: &sh,
+            argv: &argv,
+            env: vec![],
+            take_terminal: false,
+            reset_signals: &[libc::SIGPIPE],
+            guard: guard.pipe_fd(),
+        })
+        .unwrap();
+        assert_eq!(waitpid(pid, None).unwrap(), WaitStatus::Exited(pid, 7));
+    }
+}

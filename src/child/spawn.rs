@@ -30,6 +30,9 @@ pub struct SpawnSpec<'a> {
     /// Signals to put back to SIG_DFL in the child before it unblocks signals (see
     /// [`crate::signals::Dispositions::reset_in_child`]).
     pub reset_signals: &'a [libc::c_int],
+    /// The guard's pipe (see [`super::guard::Guard::pipe_fd`]): the child names its group on
+    /// it before exec, so that the guard knows the group before the command runs.
+    pub guard: Option<std::os::fd::RawFd>,
 }
 
 /// Find the command before anything else happens, so that a typo costs neither a Redis round
@@ -117,6 +120,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
         take_terminal: spec.take_terminal,
         reset_signals: spec.reset_signals.as_ptr(),
         reset_count: spec.reset_signals.len(),
+        guard: spec.guard.unwrap_or(-1),
         errno: 0,
     };
     // Not zeroed: the child touches only the top page or two.
@@ -169,6 +173,8 @@ struct ChildArgs {
     take_terminal: bool,
     reset_signals: *const libc::c_int,
     reset_count: usize,
+    /// The guard's pipe, or -1.
+    guard: libc::c_int,
     /// Set by the child when it cannot exec (why, as an errno).
     errno: libc::c_int,
 }
@@ -208,6 +214,25 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // A process group of its own, so that distlock can signal the whole tree.
         if libc::setpgid(0, 0) != 0 {
             return fail(args);
+        }
+        // Name the group to the guard now, not after exec: from here on, a distlock killed at
+        // any moment leaves no process of the command behind. A guard that died (its pipe has
+        // no reader) makes the write fail with EPIPE and leaves a SIGPIPE pending (blocked
+        // signals are never discarded), which would kill the command once the mask is cleared:
+        // take it back. (distlock notices the dead guard and starts another, see supervise.)
+        if (*args).guard >= 0 {
+            let message = super::guard::watch_message(libc::getpid());
+            let sent = libc::write((*args).guard, message.as_ptr().cast(), message.len());
+            if sent < 0 && *libc::__errno_location() == libc::EPIPE {
+                let mut pipe: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut pipe);
+                libc::sigaddset(&mut pipe, libc::SIGPIPE);
+                let now = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now);
+            }
         }
         // Die with distlock, even when distlock is SIGKILLed...
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {

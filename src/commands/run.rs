@@ -231,14 +231,11 @@ fn run_locked(
         ],
         take_terminal: terminal.is_some(),
         reset_signals: &prepared.dispositions.reset_in_child,
+        guard: prepared.guard.as_ref().and_then(Guard::pipe_fd),
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.
         terminal.give_to(group);
-    }
-    // If distlock dies without stopping the group itself, the guard does.
-    if let Some(guard) = &prepared.guard {
-        guard.watch(group);
     }
     let timeout = renewal_timeout(cfg);
     let renewer = Renewer::new(RenewSpec {
