@@ -598,6 +598,15 @@ pub fn wait_while_running(what: &str, process: &mut Child, mut condition: impl F
     }
 }
 
+/// Wait until a renewal raises the expiry of `key` (a Redis key) on `node`, failing at once if
+/// `holder` ends first: proof that renewals reach that node, however loaded the machine.
+pub fn wait_renewed_on(node: &Redis, key: &str, holder: &mut Child) {
+    let before = node.pttl(key);
+    wait_while_running(&format!("a renewal on :{}", node.port()), holder, || {
+        node.pttl(key) > before
+    });
+}
+
 /// `cmd run -k KEY EXTRA -- sh -c ...`: a holder whose command writes `held` in `dir` once it
 /// holds the lock, then waits until [`release`] lets it go. Returns once it holds.
 pub fn hold_until_released(mut cmd: Command, dir: &Scratch, key: &str, extra: &[&str]) -> Child {

@@ -168,27 +168,46 @@ impl Sentinel {
     }
 
     /// Wait until every running data node but the primary replicates from it, synced (per
-    /// `ROLE`). After `failover` this takes about 10 s: a sentinel demotes the old primary
+    /// `ROLE`), and every running sentinel names it with no failover of its own still under
+    /// way. After `failover` this takes about 10 s: a sentinel demotes the old primary
     /// only once it has reported itself master for 8 s, and it asks a replica's role every
     /// 10 s. The sentinels' own view of the replicas may lag as much again; it is refreshed
     /// every second once a primary is down, which is when it matters.
+    ///
+    /// The sentinels' part matters to a fault that follows: a sentinel that still runs the
+    /// previous failover (flag `failover_in_progress`, until its replicas are reconfigured or
+    /// the failover timeout passes) takes no part in the next one and goes on naming the old
+    /// primary; on a loaded machine it did so for more than 20 s after that primary was killed.
     pub fn wait_settled(&self) {
-        poll("the data nodes to follow the primary", || {
-            let primary = self
-                .index_of(&self.primary_addr())
-                .ok_or("unknown primary")?;
-            let port = self.nodes[primary].port();
-            for (i, node) in self.nodes.iter().enumerate() {
-                if i == primary || !node.is_up() {
-                    continue;
+        poll(
+            "the data nodes and the sentinels to follow the primary",
+            || {
+                let primary = self
+                    .index_of(&self.primary_addr())
+                    .ok_or("unknown primary")?;
+                let port = self.nodes[primary].port();
+                for (i, node) in self.nodes.iter().enumerate() {
+                    if i == primary || !node.is_up() {
+                        continue;
+                    }
+                    match role(node)? {
+                        Role::Replica { of, synced: true } if of == port => {}
+                        other => return Err(format!(":{} is {other:?}", node.port())),
+                    }
                 }
-                match role(node)? {
-                    Role::Replica { of, synced: true } if of == port => {}
-                    other => return Err(format!(":{} is {other:?}", node.port())),
+                for sentinel in self.sentinels.iter().filter(|s| s.is_up()) {
+                    let reported = reported_primary(sentinel)?;
+                    if reported != port {
+                        return Err(format!(":{} names :{reported}", sentinel.port()));
+                    }
+                    let master = sentinel_map(sentinel, &["SENTINEL", "MASTER", SERVICE])?;
+                    if master.get("flags").map(String::as_str) != Some("master") {
+                        return Err(format!(":{} reports {master:?}", sentinel.port()));
+                    }
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
     }
 
     /// Do at once what the sentinels would do some seconds later: point every running data
