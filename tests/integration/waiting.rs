@@ -133,14 +133,18 @@ fn holder_without_expiry_is_waited_for() {
     let redis = Redis::start();
     let key = lock_key("forever");
     redis.cmd::<String>(&["SET", &key, "no-ttl"]);
-    let waiter = distlock(&redis)
+    let mut waiter = distlock(&redis)
         .args(["run", "-k", "forever", "--wait-mode", "spin", "--", "true"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until("the waiter to try once", || {
-        redis.successful_calls("evalsha") >= 1
+    // The attempt that takes a place in line is the one that reports the busy lock (before
+    // anything else happens in the waiter): once in line, the holder can go. (Waiting for a
+    // first attempt only let a loaded machine delete the key before the waiter had said why
+    // it waits.)
+    wait_while_running("the waiter to take its place in line", &mut waiter, || {
+        redis.in_line("forever") == 1
     });
     redis.cmd::<i64>(&["DEL", &key]);
     let out = finish(waiter);
