@@ -29,14 +29,7 @@ fn in_a_job(cmd: &mut Command, url: &str, dir: &Path) {
             cmd.env_remove(key);
         }
     }
-    let bin = Path::new(env!("CARGO_BIN_EXE_distlock"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![bin];
-    dirs.extend(std::env::split_paths(&path));
-    cmd.env("PATH", std::env::join_paths(dirs).unwrap())
+    cmd.env("PATH", path_with_distlock())
         .env("DISTLOCK_REDIS_URL", url)
         .current_dir(dir)
         .stdin(Stdio::null());

@@ -59,11 +59,7 @@ fn waiters_are_served_in_the_order_they_joined() {
     let order = std::fs::read_to_string(&log).unwrap();
     let expected: Vec<String> = (1..=10).map(|i| format!("w{i}")).collect();
     assert_eq!(order.lines().collect::<Vec<_>>(), expected);
-    assert!(
-        leftovers(&redis, "fifo").is_empty(),
-        "{:?}",
-        leftovers(&redis, "fifo")
-    );
+    assert_eq!(leftovers(&redis, "fifo"), Vec::<String>::new());
 }
 
 /// Spin waiters (polling, no pub/sub) take their place in the same line: nobody overtakes them,
@@ -109,11 +105,7 @@ fn spin_waiters_wait_in_the_same_line() {
     release(&dir);
     assert_eq!(finish(first).status.code(), Some(0));
     assert_eq!(finish(newer).status.code(), Some(0));
-    assert!(
-        leftovers(&redis, "mixed").is_empty(),
-        "{:?}",
-        leftovers(&redis, "mixed")
-    );
+    assert_eq!(leftovers(&redis, "mixed"), Vec::<String>::new());
 }
 
 /// A waiter that got the lock closes its subscriber connection: a holder keeps no idle
@@ -406,11 +398,7 @@ fn nested_runs_of_the_same_lock_reenter() {
     let inner = format!("echo $DISTLOCK_FENCE > {}", dir.str("innermost"));
     let level3 = format!("distlock run -k re -n -- sh -c '{inner}'");
     let level2 = format!("distlock run -k re -n -- sh -c \"{level3}\"");
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_distlock"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = path_with_distlock();
     let out = run(distlock(&redis).env("PATH", &path).args([
         "run",
         "-k",
@@ -647,11 +635,7 @@ fn acquire_json_nested_acquire_and_later_ci_steps() {
         .args(["run", "-k", "other", "-n", "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // A nested acquire inside a run hands out the run's token and fence.
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_distlock"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = path_with_distlock();
     let out = run(distlock(&redis).env("PATH", &path).args([
         "run",
         "-k",

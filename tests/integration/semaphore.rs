@@ -156,11 +156,7 @@ fn a_crashed_holder_frees_its_slot_at_its_ttl() {
 fn a_nested_run_keeps_its_parents_slot() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_distlock"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = path_with_distlock();
     let out = run(distlock(&redis).env("PATH", &path).args([
         "run",
         "-k",

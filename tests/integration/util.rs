@@ -494,6 +494,18 @@ pub fn distlock(redis: &Redis) -> Command {
     cmd
 }
 
+/// PATH with the directory of the distlock binary under test first: for commands that run
+/// `distlock` by name (nested runs, scripts).
+pub fn path_with_distlock() -> std::ffi::OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_distlock"))
+        .parent()
+        .expect("the binary's directory")
+        .to_owned();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(bin).chain(std::env::split_paths(&path));
+    std::env::join_paths(dirs).expect("a PATH")
+}
+
 /// The distlock binary with a clean environment and no Redis URL.
 pub fn bare_distlock() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_distlock"));

@@ -53,20 +53,7 @@ fn crashed_holder_expiry_is_picked_up_spin() {
 fn notify_mode_hands_off_on_release() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    let fifo = dir.path("go");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let holder = distlock(&redis)
-        .args(["run", "-k", "handoff", "--ttl", "60s", "--", "sh", "-c"])
-        .arg(format!(
-            "echo held > {}; read _ < {}",
-            dir.str("held"),
-            fifo.display()
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file(&dir.path("held"));
+    let holder = hold_until_released(distlock(&redis), &dir, "handoff", &["--ttl", "60s"]);
     let waiter = distlock(&redis)
         .args(["run", "-k", "handoff", "-v", "--", "sh", "-c"])
         .arg(format!("echo got > {}", dir.str("got")))
@@ -77,7 +64,7 @@ fn notify_mode_hands_off_on_release() {
     // The waiter subscribes before it sleeps: wait until it has.
     wait_until("the waiter to subscribe", || redis.in_line("handoff") == 1);
     let released = Instant::now();
-    std::fs::write(&fifo, "go\n").unwrap();
+    release(&dir);
     let out = finish(holder);
     assert_eq!(out.status.code(), Some(0));
     let out = finish(waiter);
