@@ -74,10 +74,13 @@ pub fn subscribe(
         .map_err(|e| BackendError::Connect(format!("cannot start the subscriber thread: {e}")))?;
     let subscription = Subscription { stop };
     // The thread answers by the deadline (its connect and SUBSCRIBE are bounded by it), but it
-    // may be stuck where no timeout reaches (a host-name lookup): never wait past the deadline.
+    // may be stuck where no timeout reaches (a host-name lookup): never wait more than a little
+    // past the deadline.
     let started = Instant::now();
+    let give_up_at = deadline + Duration::from_millis(50);
     loop {
-        let wait = Duration::from_millis(20).min(budget.remaining() + Duration::from_millis(50));
+        let wait =
+            Duration::from_millis(20).min(give_up_at.saturating_duration_since(Instant::now()));
         match ready_rx.recv_timeout(wait) {
             Ok(Ok(())) => return Ok(subscription),
             Ok(Err(e)) => return Err(e),
@@ -91,7 +94,7 @@ pub fn subscribe(
         if budget.is_cancelled() {
             return Err(BackendError::Interrupted { sent: false });
         }
-        if budget.remaining().is_zero() && wait < Duration::from_millis(20) {
+        if Instant::now() >= give_up_at {
             return Err(BackendError::Timeout {
                 sent: false,
                 after: started.elapsed(),
