@@ -263,8 +263,6 @@ pub fn output_for(cli: &Cli) -> Output {
     } else {
         Level::Normal
     };
-    // The password as typed and as decoded (redis://:p%40ss@host means "p@ss"): neither may
-    // appear in any output.
     // Every password as typed and as decoded (redis://:p%40ss@host means "p@ss"), of every URL
     // and every node they name: none may appear in any output.
     let urls = redis_urls(&cli.global);
@@ -280,6 +278,13 @@ pub fn output_for(cli: &Cli) -> Output {
                 .iter()
                 .filter_map(|e| e.password().map(str::to_owned)),
         );
+        // Behind Sentinel, the endpoints are the sentinels: the data nodes' own password (the
+        // URL's userinfo) is known decoded only from a data node's endpoint.
+        if let Servers::Sentinel(sentinel) = &servers {
+            if let Ok(data) = sentinel.data.endpoint("127.0.0.1", 6379) {
+                secrets.extend(data.password().map(str::to_owned));
+            }
+        }
     }
     let format = match cli.global.log_format {
         cli::LogFormat::Text => Format::Text,
@@ -288,7 +293,6 @@ pub fn output_for(cli: &Cli) -> Output {
     Output::new(level, format, secrets)
 }
 
-/// The URL given with --redis or DISTLOCK_REDIS_URL (clap reads both), else REDIS_URL.
 /// The URLs given with --redis or DISTLOCK_REDIS_URL (clap reads both), else REDIS_URL.
 fn redis_urls(global: &cli::GlobalArgs) -> Vec<String> {
     if !global.redis.is_empty() {
@@ -967,6 +971,20 @@ mod tests {
             ),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn every_password_is_redacted_as_typed_and_decoded() {
+        for url in [
+            "redis://:p%40ss@127.0.0.1:6379",
+            "redis+sentinel://:p%40ss@127.0.0.1:26379/mymaster",
+            "redis+sentinel://:p%40ss@127.0.0.1:26379/mymaster?sentinel_password=other",
+        ] {
+            let cli =
+                Cli::try_parse_from(["distlock", "--redis", url, "status", "-k", "k"]).unwrap();
+            let out = output_for(&cli);
+            assert_eq!(out.redact("p%40ss and p@ss"), "*** and ***", "{url}");
+        }
     }
 
     #[test]
