@@ -395,21 +395,6 @@ impl Node {
         &self.connector
     }
 
-    /// Make sure a connection is open (reconnecting if needed), by `deadline`.
-    pub fn connect(&mut self, deadline: Instant) -> Result<(), BackendError> {
-        self.conn(deadline).map(|_| ())
-    }
-
-    /// Drop the connection; the next command opens a new one.
-    pub fn disconnect(&mut self) {
-        self.conn = None;
-    }
-
-    /// Whether the server has ever answered on this node.
-    pub fn has_answered(&self) -> bool {
-        self.answered
-    }
-
     /// Before a write that extends a lock: behind Sentinel, check that the connection is still
     /// to the primary the sentinels name (after a failover, the old primary may accept writes
     /// for a while that are then lost); if not, the next request goes to the new one. A cost of

@@ -58,16 +58,6 @@ impl LockName {
         &self.owner_key
     }
 
-    /// The user's key back from a Redis key `PREFIX{KEY}` (None for companion keys and keys
-    /// of other programs).
-    pub fn key_of<'a>(prefix: &str, redis_key: &'a str) -> Option<&'a str> {
-        let inner = redis_key
-            .strip_prefix(prefix)?
-            .strip_prefix('{')?
-            .strip_suffix('}')?;
-        validate_key(inner).ok().map(|()| inner)
-    }
-
     /// A Redis key of a lock under `prefix`, split into the user's key and what follows the
     /// hash tag (`""` for the lock itself, `":owner"`, `":queue"`, ...); None for keys of other
     /// programs.
@@ -207,9 +197,7 @@ mod tests {
                 .all(|k| k.starts_with("distlock:{deploy-prod}"))
         );
         assert_eq!(name.wake_channel("t"), "distlock:{deploy-prod}:wake:t");
-        assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}"), Some("a-b"));
-        assert_eq!(LockName::key_of("distlock:", "distlock:{a-b}:owner"), None);
-        assert_eq!(LockName::key_of("distlock:", "other:{a}"), None);
+        assert_eq!(LockName::split("distlock:", "other:{a}"), None);
         assert_eq!(
             LockName::split("distlock:", "distlock:{a-b}:slots"),
             Some(("a-b", ":slots"))

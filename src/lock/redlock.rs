@@ -479,10 +479,7 @@ impl super::Lock for Redlock {
                 ttl: ttl.saturating_sub(drift(ttl)),
             }));
         }
-        if not_held >= quorum || (not_held > 0 && not_held + applied.len() + errors.len() == 0) {
-            return Ok(Extended::NotHeld);
-        }
-        // Neither a quorum held nor a quorum lost: no renewal counts (the kill deadline stays).
+        // More nodes without it than a Redlock can lose: no quorum can hold it any more.
         if not_held > self.nodes.len() - quorum {
             return Ok(Extended::NotHeld);
         }
@@ -504,11 +501,9 @@ impl super::Lock for Redlock {
 
     fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
         let (answered, asked, held) = self.release_all(token, budget);
-        let quorum = self.quorum();
-        if held >= quorum || (held > 0 && answered < quorum) {
-            return Ok(Ownership::Held);
-        }
-        if answered - held >= quorum {
+        // Not held only when a quorum says so; held as soon as any node held it (a majority of
+        // holders, or too few answers to rule it out).
+        if answered - held >= self.quorum() {
             return Ok(Ownership::NotHeld);
         }
         if held > 0 {

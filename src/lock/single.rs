@@ -97,9 +97,12 @@ impl SingleNode {
         let keys = self.name.keys();
         // Behind Sentinel, a write on a connection opened earlier asks the sentinels first
         // whether a failover happened since: the old primary accepts writes for a while after
-        // it (and loses them); a lock taken there excludes nobody, and a release there leaves
+        // it (and loses them); a lock taken there excludes nobody, a renewal there keeps the
+        // command alive under a lock the new primary may not have, and a release there leaves
         // the lock on the new primary until it expires.
-        let recheck = std::ptr::eq(script, &ACQUIRE) || std::ptr::eq(script, &RELEASE);
+        let recheck = [&ACQUIRE, &RENEW, &RELEASE]
+            .iter()
+            .any(|write| std::ptr::eq(script, *write));
         self.worker.call(budget, true, move |node, deadline| {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -288,19 +291,11 @@ impl Lock for SingleNode {
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
         let anchor = Instant::now();
-        let args = [
+        let args = vec![
             token.as_str().as_bytes().to_vec(),
             millis(ttl).to_string().into_bytes(),
         ];
-        let keys = self.name.keys();
-        let reply = self.worker.call(budget, true, move |node, deadline| {
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-            // Behind Sentinel: renew on the primary the sentinels name now, not on one that a
-            // failover left behind.
-            node.recheck(deadline);
-            node.eval(&RENEW, &keys, &args, deadline)
-        })?;
+        let reply = self.eval(&RENEW, args, budget)?;
         match reply.as_slice() {
             [Reply::Int(1), Reply::Int(applied)] => {
                 // --replicas: an extension the replicas do not have does not count (the kill
