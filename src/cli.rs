@@ -107,7 +107,7 @@ pub struct GlobalArgs {
         global = true,
         value_name = "PREFIX",
         env = "DISTLOCK_PREFIX",
-        default_value = "distlock:"
+        default_value = crate::config::DEFAULT_PREFIX
     )]
     pub prefix: String,
 

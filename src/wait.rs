@@ -282,18 +282,6 @@ enum Slept {
     TimeUp,
 }
 
-/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`.
-pub fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
-}
-
 impl Waiter<'_> {
     fn run(&mut self, (tx, rx): (&Sender, &mut Events)) -> Ended {
         let policy = self.wait.policy;
@@ -437,12 +425,11 @@ impl Waiter<'_> {
             self.display.busy(&holders, position);
             if self.out.is_verbose() {
                 // (Formatted only when shown: every waiter passes here on every release.)
-                let place = position.map(|p| format!(" ({} in line)", ordinal(p)));
                 self.out.verbose(
                     Ev::AttemptBusy,
                     format!(
                         "lock busy{}: {}",
-                        place.unwrap_or_default(),
+                        crate::output::progress::in_line(position),
                         holders.summary()
                     ),
                 );
@@ -621,21 +608,6 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn places_read_as_ordinals() {
-        let words: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111]
-            .into_iter()
-            .map(ordinal)
-            .collect();
-        assert_eq!(
-            words,
-            [
-                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st",
-                "111th"
-            ]
-        );
-    }
 
     #[test]
     fn backoff_grows_to_its_cap() {

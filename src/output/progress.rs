@@ -19,7 +19,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{Ev, Format, Level, Msg, Output, duration, quote};
 use crate::backend::BackendError;
 use crate::lock::{HolderTtl, Holders};
-use crate::wait::ordinal;
 
 /// The display of one wait.
 pub struct WaitDisplay {
@@ -343,8 +342,21 @@ fn aged(holders: &Holders, elapsed: Duration) -> Holders {
 }
 
 /// ` (3rd in line)`, or nothing without a place.
-fn in_line(position: Option<u32>) -> String {
+/// ` (3rd in line)`, or nothing when the lock keeps no line.
+pub(crate) fn in_line(position: Option<u32>) -> String {
     position.map_or_else(String::new, |p| format!(" ({} in line)", ordinal(p)))
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`.
+pub fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// How often the spinner's text (the holder's age, its time left) is refreshed.
@@ -361,4 +373,24 @@ fn spinner_message(
         in_line(position),
         aged(holders, since_seen).summary()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_read_as_ordinals() {
+        let words: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111]
+            .into_iter()
+            .map(ordinal)
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st",
+                "111th"
+            ]
+        );
+    }
 }
