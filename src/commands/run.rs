@@ -273,7 +273,9 @@ fn run_locked(
 /// itself). Returns what the release found, if it got an answer.
 fn release(lock: &mut dyn Lock, grant: &Grant, cfg: &RunConfig, out: &Output) -> Option<Ownership> {
     let key = output::quote(cfg.take.name.key());
-    match lock.release(&grant.token, &Budget::within(cfg.take.topology.timeout())) {
+    let released = lock.release(&grant.token, &Budget::within(cfg.take.topology.timeout()));
+    crate::commands::warn_failed_nodes(lock, out);
+    match released {
         Ok(ownership) => {
             out.verbose(Ev::Released, format!("released lock {key}"));
             Some(ownership)

@@ -467,3 +467,367 @@ fn a_split_is_reported_with_each_nodes_view() {
     ));
     assert!(v.get("nodes").is_none() && v.get("split").is_none(), "{v}");
 }
+
+/// distlock over a Redlock of exactly these URLs (nodes of several fixtures).
+fn redlock_at(urls: &[String]) -> Command {
+    let mut cmd = bare_distlock();
+    for url in urls {
+        cmd.arg("--redis").arg(url);
+    }
+    cmd
+}
+
+/// The part of an error after "a Redlock needs N": the nodes that failed, each with its error.
+fn failed_nodes(text: &str) -> &str {
+    text.split_once("a Redlock needs ")
+        .map_or("", |(_, rest)| rest)
+}
+
+/// A majority that refuses at the first attempt (nothing listens on its ports; or a node
+/// refuses and another wants a password the URL lacks) cannot work now: 69 at once, naming each
+/// node that refused and why, as one server that refuses does. Not after --unreachable-after
+/// (20s here): the first attempt ends it (the message then counts no attempts).
+#[test]
+fn a_majority_that_refuses_at_first_fails_at_once_naming_the_nodes() {
+    for n in [3, 5] {
+        let mut nodes = Primaries::start(n);
+        let majority = n / 2 + 1;
+        for i in 0..majority {
+            nodes.kill(i);
+        }
+        let started = Instant::now();
+        let out = run(redlock(&nodes).args([
+            "run",
+            "-k",
+            "refused",
+            "--unreachable-after",
+            "20s",
+            "--",
+            "echo",
+            "ran",
+        ]));
+        let took = started.elapsed();
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{n} nodes: {text}");
+        assert!(out.stdout.is_empty(), "the command must not run");
+        assert!(!text.contains("attempts"), "{n} nodes, one attempt: {text}");
+        assert!(took < Duration::from_secs(10), "{n} nodes: {took:?}");
+        let failed = failed_nodes(&text);
+        for i in 0..n {
+            let named = failed.contains(&format!("{} cannot connect", nodes.url(i)));
+            assert_eq!(named, i < majority, "{n} nodes, node {i}: {text}");
+        }
+        for i in majority..n {
+            nothing_left_but_the_fence(&nodes, i, "refused");
+        }
+    }
+
+    // One node refuses, another wants a password: no majority can answer either.
+    let nodes = Primaries::start(1);
+    let locked = Redis::start_with(&["--requirepass", "n0-secret"]);
+    let refusing = Redis::start();
+    let refusing_url = refusing.url();
+    drop(refusing);
+    let urls = [nodes.url(0), refusing_url.clone(), locked.url()];
+    let out = run(redlock_at(&urls).args(["run", "-k", "mixed", "--", "echo", "ran"]));
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{text}");
+    assert!(!text.contains("attempts"), "{text}");
+    let failed = failed_nodes(&text);
+    assert!(
+        failed.contains(&format!("{refusing_url} cannot connect")),
+        "{text}"
+    );
+    assert!(
+        failed.contains(&format!("{} authentication failed", locked.url())),
+        "{text}"
+    );
+    assert!(!failed.contains(&nodes.url(0)), "{text}");
+}
+
+/// A majority that does not answer (stopped) at the first attempt is waited for, bounded by
+/// --unreachable-after; a majority that refuses or stops after distlock has heard from it is a
+/// failure while waiting, bounded by --wait: both as before, with the nodes named.
+#[test]
+fn a_majority_that_stops_answering_keeps_the_bounded_wait() {
+    let mut nodes = Primaries::start(3);
+    nodes.stop(0);
+    nodes.stop(1);
+    let started = Instant::now();
+    let out = run(redlock(&nodes).args([
+        "run",
+        "-k",
+        "stopped",
+        "--unreachable-after",
+        "1s",
+        "--node-timeout",
+        "100ms",
+        "--",
+        "true",
+    ]));
+    let took = started.elapsed();
+    nodes.cont(0);
+    nodes.cont(1);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{text}");
+    assert!(took >= Duration::from_secs(1), "not at once: {took:?}");
+    assert!(text.contains("attempts over"), "{text}");
+    assert!(
+        failed_nodes(&text).contains(&format!("{} no answer within", nodes.url(0))),
+        "{text}"
+    );
+
+    // Later: a waiter that has heard the nodes (the lock is held by a stranger on all three)
+    // sees two of them killed, then stopped; it keeps waiting until its --wait ends.
+    for fault in ["kill", "stop"] {
+        let key = format!("later-{fault}");
+        for i in 0..3 {
+            stranger(&nodes, i, &key, "someone-else-0000");
+        }
+        let evals = |nodes: &Primaries| nodes.node(2).successful_calls("evalsha");
+        let before = evals(&nodes);
+        let started = Instant::now();
+        let mut waiter = spawn(redlock(&nodes).args([
+            "run",
+            "-k",
+            &key,
+            "--wait",
+            "2s",
+            "--wait-mode",
+            "spin",
+            "--node-timeout",
+            "100ms",
+            "--",
+            "true",
+        ]));
+        // It has heard a majority: its first attempt (an acquire and a release on every node,
+        // the lock being busy) is over once its second one reaches node 2.
+        wait_while_running("the waiter's second attempt", &mut waiter, || {
+            evals(&nodes) >= before + 3
+        });
+        for i in 0..2 {
+            if fault == "kill" {
+                nodes.kill(i);
+            } else {
+                nodes.stop(i);
+            }
+        }
+        let out = finish(waiter);
+        let took = started.elapsed();
+        for i in 0..2 {
+            if fault == "kill" {
+                nodes.restart(i);
+            } else {
+                nodes.cont(i);
+            }
+        }
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{fault}: {text}");
+        assert!(
+            took >= Duration::from_secs(2),
+            "{fault}: waited {took:?}: {text}"
+        );
+        assert!(text.contains("failed while waiting"), "{fault}: {text}");
+    }
+}
+
+/// Start a fixture's run that holds `key` until [`release`] lets it go, renewing often, with
+/// `-v` and JSON messages.
+fn holding_json(cmd: Command, dir: &Scratch, key: &str) -> Child {
+    let mut cmd = cmd;
+    cmd.args(["-v", "--log-format", "json"]);
+    hold_until_released(
+        cmd,
+        dir,
+        key,
+        &[
+            "--ttl",
+            "2s",
+            "--renew-every",
+            "200ms",
+            "--node-timeout",
+            "150ms",
+        ],
+    )
+}
+
+/// The JSON lines of `text` with event `event`.
+fn events_named(text: &str, event: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// A node that fails while a majority answers (refused, a password it requires and the URL
+/// lacks, a wrong password, a certificate from another CA, silence) is named in one warning per
+/// run, with its error, however many renewals fail on it; the run goes on and ends 0; `-v`
+/// names the nodes that answered. No password is shown.
+#[test]
+fn a_failing_node_is_named_once_and_the_run_goes_on() {
+    let nodes = Primaries::start(2);
+    let good = nodes.urls();
+    let refusing = {
+        let r = Redis::start();
+        r.url()
+    };
+    let locked = Redis::start_with(&["--requirepass", "n2-secret"]);
+    let silent = Silent::start();
+    let wrong = locked
+        .url()
+        .replace("redis://", "redis://:not-the-password@");
+    let cases: [(&str, String, &str); 4] = [
+        ("refused", refusing, "cannot connect"),
+        ("noauth", locked.url(), "requires a password"),
+        ("wrongpass", wrong, "authentication failed"),
+        ("silent", silent.url(), "no answer within"),
+    ];
+    for (case, bad, error) in cases {
+        let urls = [good[0].clone(), bad.clone(), good[1].clone()];
+        let dir = Scratch::new();
+        let mut holder = holding_json(redlock_at(&urls), &dir, case);
+        // Renewals go on without the node: two of them reach node 0.
+        wait_renewed_on(nodes.node(0), &lock_key(case), &mut holder);
+        wait_renewed_on(nodes.node(0), &lock_key(case), &mut holder);
+        release(&dir);
+        let out = finish(holder);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{case}: {text}");
+        assert!(!text.contains("not-the-password"), "{case}: {text}");
+        let warnings = events_named(&text, "node-failed");
+        assert_eq!(warnings.len(), 1, "{case}: once per run: {text}");
+        let msg = warnings[0]["msg"].as_str().unwrap_or_default();
+        let shown = bad.replace("not-the-password", "***");
+        assert!(
+            msg.contains(&format!("Redis node {shown} failed")),
+            "{case}: {msg}"
+        );
+        assert!(msg.contains(error), "{case}: {msg}");
+        assert!(
+            msg.contains("one more node failure stops it"),
+            "{case}: {msg}"
+        );
+        assert_eq!(warnings[0]["level"], "warning");
+        let connected = events_named(&text, "connected");
+        let msg = connected[0]["msg"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains(&format!(
+                "2 of the 3 Redis nodes (a Redlock needs 2): {} {}",
+                good[0], good[1]
+            )),
+            "{case}: {msg}"
+        );
+        assert!(msg.contains(&format!("; not {shown}")), "{case}: {msg}");
+    }
+
+    // Five nodes, two failing (one refuses, one wants a password): each named once.
+    let five = Primaries::start(3);
+    let urls = [
+        five.url(0),
+        silent.url(),
+        five.url(1),
+        locked.url(),
+        five.url(2),
+    ];
+    let dir = Scratch::new();
+    let mut holder = holding_json(redlock_at(&urls), &dir, "five");
+    wait_renewed_on(five.node(0), &lock_key("five"), &mut holder);
+    wait_renewed_on(five.node(0), &lock_key("five"), &mut holder);
+    release(&dir);
+    let out = finish(holder);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let warnings = events_named(&text, "node-failed");
+    assert_eq!(warnings.len(), 2, "{text}");
+    for (warning, (url, error)) in warnings.iter().zip([
+        (silent.url(), "no answer within"),
+        (locked.url(), "requires a password"),
+    ]) {
+        let msg = warning["msg"].as_str().unwrap_or_default();
+        assert!(msg.contains(&format!("Redis node {url} failed")), "{msg}");
+        assert!(msg.contains(error), "{msg}");
+        assert!(
+            msg.contains("3 of 5 nodes that answered (a Redlock of 5 needs 3)"),
+            "{msg}"
+        );
+    }
+}
+
+/// A node whose certificate another CA signed fails its TLS handshake: named once, with the
+/// TLS error; the two others carry the run.
+#[test]
+fn a_node_with_an_untrusted_certificate_is_named_once() {
+    let pki = crate::tls::pki();
+    let other = crate::tls::pki();
+    let nodes = Primaries::start_with(2, Redis::options().tls(&pki));
+    let stranger_ca = crate::tls::tls_redis(&other, "no");
+    let urls = [nodes.url(0), stranger_ca.url(), nodes.url(1)];
+    let mut cmd = redlock_at(&urls);
+    cmd.args(["--tls-ca", &pki.dir.str("ca.crt")]);
+    let dir = Scratch::new();
+    let mut holder = holding_json(cmd, &dir, "tls");
+    wait_renewed_on(nodes.node(0), &lock_key("tls"), &mut holder);
+    wait_renewed_on(nodes.node(0), &lock_key("tls"), &mut holder);
+    release(&dir);
+    let out = finish(holder);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let warnings = events_named(&text, "node-failed");
+    assert_eq!(warnings.len(), 1, "{text}");
+    let msg = warnings[0]["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(&format!(
+            "Redis node {} failed (TLS failure",
+            stranger_ca.url()
+        )),
+        "{msg}"
+    );
+    assert!(msg.contains("--tls-ca"), "the hint: {msg}");
+}
+
+/// `status` and `list` show each node that did not answer (a majority did), with its error;
+/// `status --json` gives the error in the node's entry.
+#[test]
+fn status_and_list_show_the_nodes_that_did_not_answer() {
+    let nodes = Primaries::start(2);
+    let locked = Redis::start_with(&["--requirepass", "n2-secret"]);
+    let urls = [nodes.url(0), nodes.url(1), locked.url()];
+    let out = run(redlock_at(&urls).args(["acquire", "-k", "st"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlock_at(&urls).args(["status", "-k", "st"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.starts_with("lock \"st\" is held\n"), "{text}");
+    assert!(
+        text.contains("1 of the 3 nodes did not answer (the lock works with the other 2;"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\n  node {}: authentication failed: Redis requires a password",
+            locked.url()
+        )),
+        "{text}"
+    );
+    let out = run(redlock_at(&urls).args(["status", "-k", "free", "--json"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["nodes"][0]["held"], false, "{v}");
+    assert!(v["nodes"][0].get("error").is_none(), "{v}");
+    let error = v["nodes"][2]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("requires a password"), "{v}");
+    for args in [&["list"][..], &["list", "--json"]] {
+        let out = run(redlock_at(&urls).args(args));
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        assert!(
+            text.contains(&format!(
+                "warning: Redis node {} did not answer (authentication failed",
+                locked.url()
+            )),
+            "{args:?}: {text}"
+        );
+    }
+    let out = run(redlock_at(&urls).args(["list"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nst\t"));
+}

@@ -108,8 +108,28 @@ pub fn list(
     json: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let locks = lock::list(&topology, prefix, pattern)
+    let listing = lock::list(&topology, prefix, pattern)
         .map_err(|source| Error::redis("cannot list locks", topology.describe(), source))?;
+    // Nodes of a Redlock that did not answer: on stderr, so that the table and the JSON keep
+    // their shape (each lock's `nodes` in the JSON says it too).
+    let nodes = match &topology {
+        Topology::Redlock { nodes, .. } => nodes.len(),
+        Topology::Single(_) => 1,
+    };
+    for (address, error) in &listing.silent {
+        let answered = nodes - listing.silent.len();
+        out.warn(
+            Ev::NodeFailed,
+            format!(
+                "Redis node {} did not answer ({error}); the list shows what the other {answered} \
+                 of the {nodes} nodes hold (a Redlock of {nodes} needs {}, so {})",
+                output::sanitize(address),
+                nodes / 2 + 1,
+                output::node_margin(answered, nodes / 2 + 1)
+            ),
+        );
+    }
+    let locks = listing.locks;
     let now = SystemTime::now();
     let views: Vec<View<'_>> = locks
         .iter()
