@@ -394,6 +394,17 @@ pub trait Lock: Send {
     /// that it never breaks a newer holder.)
     fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError>;
 
+    /// Release `token` on every node that holds it, whatever the others say, and return on
+    /// how many it was held (and so released). [`Lock::release`] answers for the lock (not
+    /// held unless a majority holds it); this answers for the nodes: `break` uses it on a
+    /// Redlock's split, where no majority holds any token. One server: 1 or 0.
+    fn release_anywhere(&mut self, token: &Token, budget: &Budget) -> Result<usize, BackendError> {
+        Ok(match self.release(token, budget)? {
+            Ownership::Held => 1,
+            Ownership::NotHeld => 0,
+        })
+    }
+
     /// Another handle on the same lock with its own connection(s), for a background thread
     /// that does its own waiting (calls run on that thread), whose Redis commands time out
     /// after `timeout`.

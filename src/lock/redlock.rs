@@ -458,14 +458,14 @@ impl super::Lock for Redlock {
 
     fn inspect(&mut self, budget: &Budget) -> Result<LockState, BackendError> {
         let nodes = self.nodes.len();
-        // Only `break` reads a lock this way (status and list survey it): a split has no holder
-        // to break, and says what to do instead.
+        // The operator commands survey the lock instead (a split is an answer there, and
+        // `break` releases it); a caller that wants one holder gets an error on a split.
         self.survey(budget)?.agreed.ok_or_else(|| {
             BackendError::Mismatch(format!(
                 "the lock is split: no holder has a majority of the {nodes} nodes (after partial \
-                 acquires, or a node that lost its data), so there is no holder to break; \
-                 `distlock status` shows what each node holds, and the split ends when their \
-                 locks expire"
+                 acquires, or a node that lost its data); `distlock status` shows what each node \
+                 holds, and the split ends when their locks expire (or `distlock break` \
+                 releases them)"
             ))
         })
     }
@@ -617,6 +617,15 @@ impl super::Lock for Redlock {
             return Ok(Ownership::Held);
         }
         Err(self.no_quorum(released.errors, released.answered))
+    }
+
+    fn release_anywhere(&mut self, token: &Token, budget: &Budget) -> Result<usize, BackendError> {
+        let released = self.release_all(token, budget);
+        // Nowhere only when a majority answered (the others may hold it).
+        if released.held == 0 && released.answered < self.quorum() {
+            return Err(self.no_quorum(released.errors, released.answered));
+        }
+        Ok(released.held)
     }
 
     fn fresh(&self, timeout: Duration) -> Box<dyn super::Lock> {

@@ -445,14 +445,9 @@ fn a_split_is_reported_with_each_nodes_view() {
     assert_eq!(v[0]["key"], "sp");
     assert_eq!(v[0]["split"], true);
 
-    // `break` has no holder to break: it says so and what to do, and touches nothing.
-    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--yes"]));
-    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("the lock is split") && stderr(&out).contains("distlock status"),
-        "{}",
-        stderr(&out)
-    );
+    // `break` (see `break_releases_every_token_of_a_split`) needs --yes or a terminal.
+    let out = run(redlock(&nodes).args(["break", "-k", "sp"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     assert_eq!(
         nodes.node(0).get(&lock_key("sp")).as_deref(),
         Some("token-a-0000")
@@ -830,4 +825,145 @@ fn status_and_list_show_the_nodes_that_did_not_answer() {
     }
     let out = run(redlock_at(&urls).args(["list"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("\nst\t"));
+}
+
+/// `break` on a split, asked on a terminal: the question shows each node's holder; the answer
+/// is typed once the question is shown. Returns the process, its stderr so far, and the
+/// terminal; `before_answer` runs between the question and the answer.
+fn break_on_a_terminal(
+    cmd: &mut Command,
+    answer: &str,
+    before_answer: impl FnOnce(),
+) -> (i32, String) {
+    use std::io::{Read, Write};
+    let (mut child, mut master) = on_a_terminal(cmd);
+    let mut err = child.stderr.take().expect("stderr");
+    let mut text = Vec::new();
+    let deadline = Instant::now() + BOUND;
+    while !String::from_utf8_lossy(&text).contains("[y/N] ") {
+        assert!(
+            Instant::now() < deadline,
+            "no question: {}",
+            String::from_utf8_lossy(&text)
+        );
+        let mut chunk = [0u8; 4096];
+        let n = err.read(&mut chunk).expect("read stderr");
+        assert!(n > 0, "stderr closed: {}", String::from_utf8_lossy(&text));
+        text.extend_from_slice(&chunk[..n]);
+    }
+    before_answer();
+    master.write_all(answer.as_bytes()).unwrap();
+    let out = finish(child);
+    let _ = err.read_to_end(&mut text);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&text).into_owned(),
+    )
+}
+
+/// The lock keys of `key` that node `i` keeps (the fence counter aside).
+fn lock_keys(nodes: &Primaries, i: usize, key: &str) -> Vec<String> {
+    let fence = format!("{}:fence", lock_key(key));
+    keys(nodes, i)
+        .into_iter()
+        .filter(|k| k.starts_with(&lock_key(key)) && *k != fence)
+        .collect()
+}
+
+/// `break` on a split (no token on a majority): shows each node's holder and, with --yes or a
+/// yes on the terminal, releases every token that some node holds, each by token on every
+/// node; then the lock is free and can be taken at once. No --yes and no terminal: 64; no: 1;
+/// --holder: that token alone. A token replaced between the question and the answer is not
+/// deleted (the release compares tokens). 3 and 5 nodes.
+#[test]
+fn break_releases_every_token_of_a_split() {
+    // Five nodes: one token on nodes 0-1, another on 2-3, node 4 free.
+    let five = Primaries::start(5);
+    for (i, token) in [
+        "tok-a-1111-0000",
+        "tok-a-1111-0000",
+        "tok-b-2222-0000",
+        "tok-b-2222-0000",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        stranger(&five, i, "sp5", token);
+    }
+    let out = run(redlock(&five).args(["break", "-k", "sp5"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "on 2 of the 5 nodes: {} {}",
+            five.url(0),
+            five.url(1)
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lock_keys(&five, 0, "sp5").len(), 1, "untouched");
+    let out = run(redlock(&five).args(["break", "-k", "sp5", "--yes"]));
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("released 2 of the 2 tokens"), "{text}");
+    for i in 0..5 {
+        assert!(lock_keys(&five, i, "sp5").is_empty(), "node {i}: {text}");
+    }
+    let out = run(redlock(&five).args(["run", "-k", "sp5", "-n", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "free at once: {}", stderr(&out));
+    let out = run(redlock(&five).args(["break", "-k", "sp5", "--yes"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    // Three nodes: a distlock holder's token on node 0 only (the others lost it), strangers'
+    // tokens on nodes 1 and 2.
+    let nodes = Primaries::start(3);
+    let out = run(redlock(&nodes).args(["acquire", "-k", "sp", "--ttl", "60s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    for i in 1..3 {
+        let owner = format!("{}:owner", lock_key("sp"));
+        let _: i64 = nodes.node(i).cmd(&["DEL", &lock_key("sp"), &owner]);
+        stranger(&nodes, i, "sp", &format!("stranger-{i}-0000-1111"));
+    }
+    // No on the terminal: nothing released.
+    let (code, text) =
+        break_on_a_terminal(redlock(&nodes).args(["break", "-k", "sp"]), "n\n", || {});
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("is split"), "{text}");
+    assert!(
+        text.contains(&format!("node {}: {}", nodes.url(0), &token[..8])),
+        "{text}"
+    );
+    assert!(text.contains("Release all 3 tokens"), "{text}");
+    assert_eq!(nodes.node(0).get(&lock_key("sp")), Some(token.clone()));
+    // --holder: one stranger's token alone (still a split: no two nodes agree).
+    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--holder", "stranger-1", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("released 1 of the 1 token"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!nodes.node(1).exists(&lock_key("sp")));
+    assert_eq!(nodes.node(0).get(&lock_key("sp")), Some(token.clone()));
+    assert!(nodes.node(2).exists(&lock_key("sp")));
+    // Yes, but node 0's token changes between the question and the answer: the newcomer's
+    // stays, the other token goes.
+    let (code, text) =
+        break_on_a_terminal(redlock(&nodes).args(["break", "-k", "sp"]), "y\n", || {
+            stranger(&nodes, 0, "sp", "newcomer-0000-1111");
+        });
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("Release all 2 tokens"), "{text}");
+    assert!(text.contains("was gone meanwhile; not released"), "{text}");
+    assert!(text.contains("released 1 of the 2 tokens"), "{text}");
+    assert_eq!(
+        nodes.node(0).get(&lock_key("sp")).as_deref(),
+        Some("newcomer-0000-1111")
+    );
+    assert!(!nodes.node(2).exists(&lock_key("sp")));
+    // Two of three nodes are free: the lock is free (the newcomer's key expires by itself).
+    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--yes"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
