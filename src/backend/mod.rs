@@ -29,5 +29,5 @@ pub use error::{BackendError, NoQuorum, Unreplicated};
 pub use node::{Connector, MAX_REDIRECTS, Node, Reply, Script, Sent, TlsFiles};
 pub use route::slot;
 pub use servers::{DataNodes, FORMS, SentinelServers, Servers};
-pub use subscribe::{Notice, Subscription, subscribe};
+pub use subscribe::{Notice, Subscription, subscribe, subscribe_all};
 pub use worker::{Begun, Worker};

@@ -21,8 +21,9 @@
 //!   data.
 //! * **No line.** A strict FIFO across independent nodes would need a consensus that Redlock
 //!   does not have: waiters on a Redlock take no place in line, and are woken by every release
-//!   (on one node; a release reaches every node) or at the holder's expiry; the first to win a
-//!   majority takes the lock. `--supersede` needs a line and is refused.
+//!   (heard from any node: a notify waiter subscribes on every node; a spin waiter polls them
+//!   all) or at the holder's expiry; the first to win a majority takes the lock.
+//!   `--supersede` needs a line and is refused.
 //! * **No semaphore.** A majority keeps two holders of a mutex apart (two majorities share a
 //!   node), not L+1 holders of a semaphore of L: on 5 nodes, none losing data, with nodes 3
 //!   and 4 down A takes a slot on 0-2; they come back, 0 and 1 go down, B takes one on 2-4; all
@@ -666,30 +667,26 @@ impl super::Lock for Redlock {
         notify: Box<dyn Fn(Notice) + Send>,
         budget: &Budget,
     ) -> Result<Subscription, BackendError> {
-        // A release runs on every node: hearing one node is enough. The first that subscribes.
-        let notify = std::sync::Arc::new(std::sync::Mutex::new(notify));
-        let mut last = None;
-        for worker in &self.nodes {
-            let notify = std::sync::Arc::clone(&notify);
-            match crate::backend::subscribe(
-                worker.connector(),
-                self.name.channel().to_owned(),
-                move |notice| {
-                    if let Ok(notify) = notify.lock() {
-                        notify(notice);
-                    }
-                },
-                &Budget {
-                    deadline: budget.deadline.min(Instant::now() + self.node_timeout),
-                    cancel: budget.cancel.clone(),
-                },
-            ) {
-                Ok(subscription) => return Ok(subscription),
-                Err(e @ BackendError::Interrupted { .. }) => return Err(e),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| BackendError::Connect("no Redis node".into())))
+        // A release runs on every node, and each node that held the token publishes: hear them
+        // all, so that a release is heard whichever nodes it reaches (others may be stopped).
+        // Subscribed once a majority is: it shares a node with the holder's majority, so no
+        // release is missed while those nodes are up. The others join when they can.
+        let notify = Mutex::new(notify);
+        let connectors: Vec<Connector> = self.nodes.iter().map(|w| w.connector().clone()).collect();
+        crate::backend::subscribe_all(
+            &connectors,
+            self.name.channel(),
+            move |notice| {
+                if let Ok(notify) = notify.lock() {
+                    notify(notice);
+                }
+            },
+            self.quorum(),
+            &Budget {
+                deadline: budget.deadline.min(Instant::now() + self.node_timeout),
+                cancel: budget.cancel.clone(),
+            },
+        )
     }
 }
 

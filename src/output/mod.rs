@@ -335,11 +335,13 @@ fn json_line(
 /// survives one failure must learn).
 pub fn node_failed(failure: &NodeFailure) -> String {
     let margin = node_margin(failure.answered, failure.needed);
-    let hint = failure
-        .error
-        .hint()
-        .map(|h| format!("; {h}"))
-        .unwrap_or_default();
+    // A node's time to answer is --node-timeout, not --redis-timeout.
+    let hint = if failure.error.is_timeout() {
+        Some("raise --node-timeout if the node is just slow")
+    } else {
+        failure.error.hint()
+    };
+    let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
     format!(
         "Redis node {} failed ({}); the lock goes on with the {} of {} nodes that answered (a \
          Redlock of {} needs {}), but {margin}{hint}",

@@ -967,3 +967,112 @@ fn break_releases_every_token_of_a_split() {
     let out = run(redlock(&nodes).args(["break", "-k", "sp", "--yes"]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// How many clients of node `i` are subscribed to the release channel of `key`.
+fn subscribers(nodes: &Primaries, i: usize, key: &str) -> i64 {
+    let channel = format!("{}:released", lock_key(key));
+    let (_, count): (String, i64) = nodes.node(i).cmd(&["PUBSUB", "NUMSUB", &channel]);
+    count
+}
+
+/// Waiters of a Redlock learn of a release from any node that publishes it, in both wait modes:
+/// a notify waiter is subscribed on every node, a spin waiter polls them all. The nodes the
+/// notification would have come from before (node 0) are stopped before the release, so that it
+/// reaches the others only; on five nodes, only one node that held the lock is left to publish
+/// it. The holder's lock expires 30s after its last renewal: a waiter that missed the release
+/// would wait for that (it did, before waiters subscribed on every node); these start within
+/// seconds of the release.
+#[test]
+fn waiters_hear_a_release_from_any_node_in_both_modes() {
+    for mode in ["notify", "spin"] {
+        // Three nodes: the holder holds all three; node 0 is stopped before the release.
+        let mut nodes = Primaries::start(3);
+        woken_by_a_release(&mut nodes, mode, "three", &[0], 1);
+
+        // Five nodes: the holder took nodes 0-2 while 3 and 4 were down (they are back, empty);
+        // 0 and 1 are stopped before the release, which then reaches node 2 alone (3 and 4 do
+        // not hold the lock, so they publish nothing), and 2-4 are the waiter's majority.
+        let mut five = Primaries::start(5);
+        five.kill(3);
+        five.kill(4);
+        woken_by_a_release(&mut five, mode, "five", &[0, 1], 2);
+    }
+}
+
+/// A holder of `key` on `nodes` (nodes that are down are restarted once it holds), a waiter in
+/// `mode`; `stop` are stopped, then the holder lets go: the waiter must take the lock promptly.
+/// `publisher` is a node that will publish the release.
+fn woken_by_a_release(
+    nodes: &mut Primaries,
+    mode: &str,
+    key: &str,
+    stop: &[usize],
+    publisher: usize,
+) {
+    let dir = Scratch::new();
+    let fast = ["--node-timeout", "100ms"];
+    let mut holder_cmd = redlock(nodes);
+    holder_cmd.args(fast);
+    // Renewed often: its first renewal makes its expiry the full 30s (rather than its claim
+    // of seconds), which a waiter that missed the release would wait for.
+    let mut holder = hold_until_released(
+        holder_cmd,
+        &dir,
+        key,
+        &["--ttl", "30s", "--renew-every", "200ms"],
+    );
+    wait_renewed_on(nodes.node(publisher), &lock_key(key), &mut holder);
+    for i in 0..nodes.len() {
+        if !nodes.node(i).is_up() {
+            nodes.restart(i);
+        }
+    }
+    let started = dir.str("started");
+    let mut waiter = spawn(
+        redlock(nodes)
+            .args(["-v", "run", "-k", key, "--wait", "60s", "--wait-mode", mode])
+            .args(fast)
+            .args(["--", "sh", "-c"])
+            .arg(format!("echo started > {started}")),
+    );
+    if mode == "notify" {
+        // Subscribed on every node (a majority at least before its attempt; all soon after).
+        wait_while_running("the waiter to subscribe on every node", &mut waiter, || {
+            (0..nodes.len()).all(|i| subscribers(nodes, i, key) > 0)
+        });
+    } else {
+        // Polling: two attempts (an acquire and a release each, the lock being busy) reached
+        // the node that will publish.
+        let before = nodes.node(publisher).successful_calls("evalsha");
+        wait_while_running("the waiter to poll", &mut waiter, || {
+            nodes.node(publisher).successful_calls("evalsha") >= before + 4
+        });
+    }
+    for &i in stop {
+        nodes.stop(i);
+    }
+    let released = Instant::now();
+    release(&dir);
+    wait_while_running("the waiter's command", &mut waiter, || {
+        dir.path("started").exists()
+    });
+    let took = released.elapsed();
+    for &i in stop {
+        nodes.cont(i);
+    }
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{mode} {key}: {}", stderr(&out));
+    let out = finish(waiter);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{mode} {key}: {text}");
+    assert!(
+        took < Duration::from_secs(10),
+        "{mode} {key}: {took:?}: {text}"
+    );
+    if mode == "notify" {
+        assert!(
+            text.contains("release notification received"),
+            "{mode} {key}: {text}"
+        );
+    }
+}
