@@ -627,8 +627,9 @@ fn a_majority_that_stops_answering_keeps_the_bounded_wait() {
 }
 
 /// Start a fixture's run that holds `key` until [`release`] lets it go, renewing often, with
-/// `-v` and JSON messages.
-fn holding_json(cmd: Command, dir: &Scratch, key: &str) -> Child {
+/// `-v` and JSON messages; each node gets `node_timeout` to answer. (A long TTL: renewals that
+/// a loaded machine delays must not end the run, which is not what these tests are about.)
+fn holding_json(cmd: Command, dir: &Scratch, key: &str, node_timeout: &str) -> Child {
     let mut cmd = cmd;
     cmd.args(["-v", "--log-format", "json"]);
     hold_until_released(
@@ -637,11 +638,11 @@ fn holding_json(cmd: Command, dir: &Scratch, key: &str) -> Child {
         key,
         &[
             "--ttl",
-            "2s",
+            "20s",
             "--renew-every",
-            "200ms",
+            "300ms",
             "--node-timeout",
-            "150ms",
+            node_timeout,
         ],
     )
 }
@@ -680,7 +681,7 @@ fn a_failing_node_is_named_once_and_the_run_goes_on() {
     for (case, bad, error) in cases {
         let urls = [good[0].clone(), bad.clone(), good[1].clone()];
         let dir = Scratch::new();
-        let mut holder = holding_json(redlock_at(&urls), &dir, case);
+        let mut holder = holding_json(redlock_at(&urls), &dir, case, "300ms");
         // Renewals go on without the node: two of them reach node 0.
         wait_renewed_on(nodes.node(0), &lock_key(case), &mut holder);
         wait_renewed_on(nodes.node(0), &lock_key(case), &mut holder);
@@ -725,7 +726,7 @@ fn a_failing_node_is_named_once_and_the_run_goes_on() {
         five.url(2),
     ];
     let dir = Scratch::new();
-    let mut holder = holding_json(redlock_at(&urls), &dir, "five");
+    let mut holder = holding_json(redlock_at(&urls), &dir, "five", "300ms");
     wait_renewed_on(five.node(0), &lock_key("five"), &mut holder);
     wait_renewed_on(five.node(0), &lock_key("five"), &mut holder);
     release(&dir);
@@ -760,7 +761,7 @@ fn a_node_with_an_untrusted_certificate_is_named_once() {
     let mut cmd = redlock_at(&urls);
     cmd.args(["--tls-ca", &pki.dir.str("ca.crt")]);
     let dir = Scratch::new();
-    let mut holder = holding_json(cmd, &dir, "tls");
+    let mut holder = holding_json(cmd, &dir, "tls", "1s");
     wait_renewed_on(nodes.node(0), &lock_key("tls"), &mut holder);
     wait_renewed_on(nodes.node(0), &lock_key("tls"), &mut holder);
     release(&dir);
