@@ -111,6 +111,17 @@ impl BackendError {
         matches!(self, BackendError::Timeout { .. })
     }
 
+    /// The time ran out before the request was done: no reply came, or the server asked
+    /// again and again to be asked later (TRYAGAIN while a Cluster slot migrates). More time
+    /// may bring an answer.
+    pub fn is_unfinished(&self) -> bool {
+        match self {
+            BackendError::Timeout { .. } => true,
+            BackendError::Server { code, .. } => code == "TRYAGAIN",
+            _ => false,
+        }
+    }
+
     /// The server holds another type of value at the key.
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, BackendError::Server { code, .. } if code == "WRONGTYPE")
@@ -138,6 +149,9 @@ impl BackendError {
                 "READONLY" => {
                     Some("this server is a read-only replica; point --redis at the primary")
                 }
+                "TRYAGAIN" => Some(
+                    "the lock's Cluster slot is being moved to another node; try again once the migration is over, or raise --redis-timeout to wait it out",
+                ),
                 "OOM" => Some(
                     "Redis is out of memory; lock servers should run with maxmemory-policy noeviction and room to spare",
                 ),

@@ -415,12 +415,15 @@ impl Node {
     /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.
     ///
     /// On a Redis Cluster, a MOVED reply (the slot has another owner) updates the slot map and
-    /// the request goes to the new owner; an ASK reply (the slot is being migrated, and our
-    /// keys are already on the target) sends this one request to the target, after `ASKING`;
-    /// TRYAGAIN (the slot is being migrated and our keys are not all on one side, which for
-    /// scripts naming nine keys is most of a migration) waits 20ms and asks again, until
+    /// the request goes to the new owner; an ASK reply (the slot is being migrated, and none
+    /// of our keys is left on the source) sends this one request to the target, after
+    /// `ASKING`, declaring only the first key (see below); TRYAGAIN (the slot is being
+    /// migrated and our keys are not all on one side) waits 20ms and asks again, until
     /// `deadline`. None of these replies means the request ran, so sending it again is safe;
     /// at most [`MAX_REDIRECTS`] redirections are followed.
+    ///
+    /// A script run here must name every key it touches after its first key and touch only
+    /// keys it declares (ours do: `lock/lua/common.lua` says why this is safe).
     pub fn eval(
         &mut self,
         script: &Script,
@@ -439,7 +442,13 @@ impl Node {
                     let (conn, server) = self.connector.open_at(&addr, deadline)?;
                     self.conn = Some(conn);
                     self.server = Some(server);
-                    let result = self.eval_once(script, keys, args, deadline, true);
+                    // ASK means the source has none of the declared keys (with some it would
+                    // answer TRYAGAIN, with all it would run the script): the target has
+                    // every one that exists. Declared there, keys that exist nowhere would be
+                    // refused with TRYAGAIN; our scripts name every key after the first (see
+                    // `lock/lua/common.lua`), so the first is enough.
+                    let result =
+                        self.eval_once(script, &keys[..keys.len().min(1)], args, deadline, true);
                     // The next request goes by the slot map again.
                     self.conn = None;
                     result
@@ -465,8 +474,8 @@ impl Node {
                     }
                 }
                 // While a slot migrates, Redis refuses a script whose keys are partly on each
-                // side (ours name nine keys, most of which do not exist): ask again, where we
-                // asked, until the migration is over or the time is up.
+                // side (or partly missing): ask again, where we asked, until the keys have
+                // moved or the time is up.
                 "TRYAGAIN" if Instant::now() + TRYAGAIN_PAUSE < deadline => {
                     std::thread::sleep(TRYAGAIN_PAUSE);
                     asking.clone_from(&last_ask);

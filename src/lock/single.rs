@@ -61,10 +61,32 @@ pub const REFRESH: Duration = Duration::from_secs(2);
 /// wake-up was lost still takes up its turn.
 pub const TAKEUP: Duration = Duration::from_secs(3);
 
+/// What a grant holds, which decides the keys its renewals declare (see `lua/renew.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// The mutex: its key and its owner hash.
+    Mutex,
+    /// A semaphore slot: the slots and holders of the semaphore.
+    Slot,
+}
+
+impl Held {
+    /// The keys a renewal of this kind declares (and touches).
+    fn keys(self, name: &LockName) -> Vec<String> {
+        let [lock, owner, _, _, _, _, slots, holders, _] = name.keys();
+        match self {
+            Held::Mutex => vec![lock, owner],
+            Held::Slot => vec![slots, holders],
+        }
+    }
+}
+
 /// A lock on one Redis server.
 pub struct SingleNode {
     name: LockName,
     worker: Worker,
+    /// What our last grant holds (`None` before one: `renew --token` tries both kinds).
+    held: Option<Held>,
     /// An acquire request whose reply was lost on a connection that broke: if it was applied,
     /// only a release on a live connection can undo it (a request whose reply timed out keeps
     /// its connection, and a release written behind it covers it).
@@ -81,20 +103,31 @@ impl SingleNode {
         SingleNode {
             name,
             worker,
+            held: None,
             uncovered: false,
             joined: false,
         }
     }
 
-    /// Run `script` (every one of ours is idempotent for the same arguments, so it may be sent
-    /// again when its reply is lost).
+    /// Run `script` with every key of the lock (every one of ours is idempotent for the same
+    /// arguments, so it may be sent again when its reply is lost).
     fn eval(
         &mut self,
         script: &'static LazyLock<Script>,
         args: Vec<Vec<u8>>,
         budget: &Budget,
     ) -> Result<Vec<Reply>, BackendError> {
-        let keys = self.name.keys();
+        self.eval_keys(script, self.name.keys().to_vec(), args, budget)
+    }
+
+    /// As [`SingleNode::eval`], declaring only `keys`.
+    fn eval_keys(
+        &mut self,
+        script: &'static LazyLock<Script>,
+        keys: Vec<String>,
+        args: Vec<Vec<u8>>,
+        budget: &Budget,
+    ) -> Result<Vec<Reply>, BackendError> {
         // Behind Sentinel, a write on a connection opened earlier asks the sentinels first
         // whether a failover happened since: the old primary accepts writes for a while after
         // it (and loses them); a lock taken there excludes nobody, a renewal there keeps the
@@ -239,6 +272,13 @@ impl Lock for SingleNode {
             other => other?,
         };
         let answer = decode_answer(&reply, anchor, request.claim)?;
+        if let Answer::Granted { .. } = answer {
+            self.held = Some(if request.limit > 1 {
+                Held::Slot
+            } else {
+                Held::Mutex
+            });
+        }
         if let (Answer::Granted { .. }, Some((wanted, within))) =
             (&answer, self.worker.connector().replicas())
         {
@@ -290,12 +330,20 @@ impl Lock for SingleNode {
         ttl: Duration,
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
-        let anchor = Instant::now();
+        let mut anchor = Instant::now();
         let args = vec![
             token.as_str().as_bytes().to_vec(),
             millis(ttl).to_string().into_bytes(),
         ];
-        let reply = self.eval(&RENEW, args, budget)?;
+        // Declaring only what it touches, a renewal goes through a Cluster slot migration.
+        // Without a grant of ours to tell which it holds (`renew --token`), the mutex is
+        // tried first, then the slot.
+        let kind = self.held.unwrap_or(Held::Mutex);
+        let mut reply = self.eval_keys(&RENEW, kind.keys(&self.name), args.clone(), budget)?;
+        if self.held.is_none() && reply.as_slice() == [Reply::Int(0)] {
+            anchor = Instant::now();
+            reply = self.eval_keys(&RENEW, Held::Slot.keys(&self.name), args, budget)?;
+        }
         match reply.as_slice() {
             [Reply::Int(1), Reply::Int(applied)] => {
                 // --replicas: an extension the replicas do not have does not count (the kill
@@ -324,6 +372,7 @@ impl Lock for SingleNode {
         Box::new(SingleNode {
             name: self.name.clone(),
             worker: Worker::inline(&self.worker.connector().with_timeout(timeout)),
+            held: self.held,
             uncovered: false,
             joined: false,
         })

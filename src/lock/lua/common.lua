@@ -1,24 +1,44 @@
 -- distlock: what every script shares (each script is this file followed by its own body).
 --
--- KEYS, the same nine for every script, all under the lock's hash tag P{K}:
---   1 P{K}             the mutex: a string holding the holder's token, PX expiry
---   2 P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
---   3 P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
---   4 P{K}:queue       zset: waiter token -> ticket (the order of the line)
---   5 P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
---   6 P{K}:alive       zset: waiter token -> deadline of its place (server ms)
---   7 P{K}:slots       zset: semaphore holder token -> expiry (server ms)
---   8 P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
---   9 P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
+-- The keys of one lock, all under its hash tag P{K} (so one Cluster slot holds them all):
+--   P{K}             the mutex: a string holding the holder's token, PX expiry
+--   P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
+--   P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
+--   P{K}:queue       zset: waiter token -> ticket (the order of the line)
+--   P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
+--   P{K}:alive       zset: waiter token -> deadline of its place (server ms)
+--   P{K}:slots       zset: semaphore holder token -> expiry (server ms)
+--   P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
+--   P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
 -- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
 -- turn came, or it was superseded).
 --
+-- Declared keys. A script declares the keys it may touch, and the names of all of them follow
+-- from its first key (P{K} is everything up to the last '}': keys contain no braces). Most
+-- scripts declare all nine, in the order above. A renewal declares only what it touches (see
+-- renew.lua), because of Cluster slot migration: while a slot moves, Redis refuses with
+-- TRYAGAIN a script whose declared keys are partly on each node (or partly missing), and a
+-- script running on the source node fails when it touches a key that is not there. A mutex has
+-- no line and no slots, so a script declaring all nine is refused for the whole migration,
+-- while its holder's renewal, declaring the mutex and its owner hash (which move together or a
+-- batch apart), goes through on one node or the other.
+--
+-- What makes this safe: a script runs on the source of a migration only if every key it
+-- declares is there, and it touches only keys it declares. A script declaring all nine never
+-- runs there (a lock is a mutex or a semaphore, never both: some of the nine never exist),
+-- and a renewal only extends keys that are there. An ASK reply means that none of the declared
+-- keys is on the source, so the target holds every one that exists: the request is sent there
+-- with ASKING declaring only its first key (the target would refuse the others with TRYAGAIN
+-- for not existing anywhere), and every command touches one key (the target checks each).
+
+local LOCK = string.match(KEYS[1], '^(.*})')
+local OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
+  LOCK .. ':owner', LOCK .. ':fence', LOCK .. ':queue', LOCK .. ':waiters', LOCK .. ':alive',
+  LOCK .. ':slots', LOCK .. ':holders', LOCK .. ':superseded'
+
 -- Time is the server's (TIME), never a client's: waiter places and semaphore slots expire by
 -- it. Lua numbers are doubles: integers stay exact up to 2^53 (the clock in microseconds is
 -- about 2^51), and are formatted with %.0f (tostring would write 1.7e+15).
-
-local LOCK, OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 
 local function int(n)
   return string.format('%.0f', n)
@@ -236,7 +256,9 @@ end
 -- Release TOKEN's mutex or slot, and hand the lock on. Returns 1 if it held one, else 0.
 local function release(token)
   if redis.call('GET', LOCK) == token then
-    redis.call('DEL', LOCK, OWNER)
+    -- (One key per command: see 'Declared keys' above.)
+    redis.call('DEL', LOCK)
+    redis.call('DEL', OWNER)
   elseif redis.call('ZSCORE', SLOTS, token) then
     redis.call('ZREM', SLOTS, token)
     redis.call('HDEL', HOLDERS, token)
