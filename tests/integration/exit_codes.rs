@@ -327,6 +327,24 @@ fn errors_name_the_environment_variable_a_value_came_from() {
             &["run", "-k", "k", "--", "true"],
             "REDIS_URL (from the environment): the Redis URL has scheme",
         ),
+        // One bad URL among several: every accepted form is shown, Sentinel and Cluster too.
+        (
+            &[("DISTLOCK_REDIS_URL", "redis://127.0.0.1:1")],
+            &[
+                "--redis",
+                "redis://127.0.0.1:1",
+                "--redis",
+                "http://u:hunter2@h",
+                "status",
+                "-k",
+                "k",
+            ],
+            "URL 2 of 2: the Redis URL has scheme \"http\"; use \
+             redis://[USER:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS, unix:///PATH), several \
+             such URLs for a Redlock, \
+             redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB], or \
+             redis+cluster://HOST:PORT[,HOST:PORT...]",
+        ),
     ];
     for (env, args, expected) in cases {
         let mut cmd = bare_distlock();
