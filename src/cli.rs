@@ -583,9 +583,25 @@ pub fn documented_command() -> clap::Command {
         .collect();
     for name in names {
         let text = crate::help::after_help(&name);
-        command = command.mut_subcommand(&name, |sub| sub.after_long_help(text));
+        command = command.mut_subcommand(&name, |sub| hide_unset_env(sub.after_long_help(text)));
     }
-    command
+    hide_unset_env(command)
+}
+
+/// clap shows `[env: NAME=]` for a variable that is not set, as if it were set to nothing:
+/// show `[env: NAME]` for those, and the value only for variables that are set (secrets are
+/// never shown: their arguments hide their values always).
+fn hide_unset_env(command: clap::Command) -> clap::Command {
+    command.mut_args(|arg| {
+        if arg
+            .get_env()
+            .is_some_and(|var| std::env::var_os(var).is_none())
+        {
+            arg.hide_env_values(true)
+        } else {
+            arg
+        }
+    })
 }
 
 /// A duration as the user wrote it: the value, and the text, so that a message about it echoes
