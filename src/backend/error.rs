@@ -127,7 +127,29 @@ impl BackendError {
         matches!(self, BackendError::Server { code, .. } if code == "WRONGTYPE")
     }
 
-    /// A one-line hint on what the user can do, when there is a useful one.
+    /// [`BackendError::hint`] for the servers at `server` (a URL as messages show it): the
+    /// URL form it suggests is the one the user gave (`rediss://`, `redis+sentinel://...`).
+    pub fn hint_at(&self, server: &str) -> Option<String> {
+        let hint = self.hint()?;
+        if !matches!(self, BackendError::Auth(_)) {
+            return Some(hint.to_owned());
+        }
+        let scheme = server
+            .split_once("://")
+            .map_or("redis", |(scheme, _)| scheme);
+        Some(if scheme.ends_with("+sentinel") {
+            format!(
+                "check the user name and password in the URL: {scheme}://[USER]:PASSWORD@HOST/SERVICE \
+                 (for the data nodes; the sentinels' own, if they have others: \
+                 ?sentinel_username=USER&sentinel_password=PASSWORD)"
+            )
+        } else {
+            hint.replace("SCHEME://", &format!("{scheme}://"))
+        })
+    }
+
+    /// A one-line hint on what the user can do, when there is a useful one (see
+    /// [`BackendError::hint_at`] for one that names the user's URL form).
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             BackendError::Tls(_) => Some(
@@ -137,7 +159,7 @@ impl BackendError {
                 Some("check that Redis runs and --redis (or DISTLOCK_REDIS_URL) points at it")
             }
             BackendError::Auth(_) => {
-                Some("check the user name and password in the URL: redis://USER:PASSWORD@HOST")
+                Some("check the user name and password in the URL: SCHEME://[USER]:PASSWORD@HOST")
             }
             BackendError::Timeout { .. } => Some("raise --redis-timeout if Redis is just slow"),
             BackendError::NotReplicated(_) => Some(
@@ -262,9 +284,7 @@ fn auth_problem(code: &str, detail: &str) -> Option<BackendError> {
     // (our scripts), "Protocol error: unauthenticated multibulk length".
     if code == "NOAUTH" || detail.contains("unauthenticated") {
         return Some(BackendError::Auth(
-            "Redis requires a password and none was given; put it in the URL: \
-             redis://:PASSWORD@HOST or redis://USER:PASSWORD@HOST"
-                .into(),
+            "Redis requires a password and none was given".into(),
         ));
     }
     if code == "WRONGPASS" || (code == "ERR" && detail.contains("AUTH")) {
@@ -342,6 +362,31 @@ mod tests {
             after: Duration::from_millis(500),
         };
         assert_eq!(e.to_string(), "could not connect within 500ms");
+    }
+
+    #[test]
+    fn the_auth_hint_shows_the_users_url_form() {
+        let auth = BackendError::Auth("WRONGPASS".into());
+        for (server, form) in [
+            ("redis://h:6379", "redis://[USER]:PASSWORD@HOST"),
+            ("rediss://:***@h:6379", "rediss://[USER]:PASSWORD@HOST"),
+            (
+                "redis+cluster://h:1,h:2",
+                "redis+cluster://[USER]:PASSWORD@HOST",
+            ),
+            (
+                "rediss+sentinel://h:26379/mymaster",
+                "rediss+sentinel://[USER]:PASSWORD@HOST/SERVICE",
+            ),
+        ] {
+            let hint = auth.hint_at(server).unwrap();
+            assert!(hint.contains(form), "{server}: {hint}");
+        }
+        let timeout = BackendError::Timeout {
+            sent: true,
+            after: Duration::from_secs(2),
+        };
+        assert_eq!(timeout.hint_at("rediss://h").as_deref(), timeout.hint());
     }
 
     #[test]
