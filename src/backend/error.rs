@@ -55,6 +55,10 @@ pub struct Unreplicated {
     pub within: Duration,
     /// Why the count could not be read, if it could not.
     pub detail: Option<String>,
+    /// The states (`INFO replication`) of the primary's replicas that are not yet `online`,
+    /// such as `wait_bgsave` or `send_bulk`: they are still syncing, and acknowledge nothing
+    /// until they are done.
+    pub syncing: Vec<String>,
 }
 
 impl BackendError {
@@ -162,6 +166,9 @@ impl BackendError {
                 Some("check the user name and password in the URL: SCHEME://[USER]:PASSWORD@HOST")
             }
             BackendError::Timeout { .. } => Some("raise --redis-timeout if Redis is just slow"),
+            BackendError::NotReplicated(u) if !u.syncing.is_empty() => Some(
+                "try again once the replicas have synced (INFO replication on the primary shows state=online for each)",
+            ),
             BackendError::NotReplicated(_) => Some(
                 "check the primary's replicas (INFO replication), or raise --replicas-timeout, or lower --replicas",
             ),
@@ -208,14 +215,29 @@ impl fmt::Display for BackendError {
             BackendError::Server { code, detail } => write!(f, "Redis error {code} {detail}"),
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
             BackendError::NotReplicated(u) => match &u.detail {
-                None => write!(
-                    f,
-                    "only {} of the {} replica{} required acknowledged the write within {}",
-                    u.acked,
-                    u.wanted,
-                    if u.wanted == 1 { "" } else { "s" },
-                    crate::output::duration(u.within)
-                ),
+                None => {
+                    write!(
+                        f,
+                        "only {} of the {} replica{} required acknowledged the write within {}",
+                        u.acked,
+                        u.wanted,
+                        if u.wanted == 1 { "" } else { "s" },
+                        crate::output::duration(u.within)
+                    )?;
+                    match u.syncing.as_slice() {
+                        [] => Ok(()),
+                        [state] => write!(
+                            f,
+                            " (a replica is still syncing with the primary: state {state})"
+                        ),
+                        states => write!(
+                            f,
+                            " ({} replicas are still syncing with the primary: states {})",
+                            states.len(),
+                            states.join(", ")
+                        ),
+                    }
+                }
                 Some(detail) => write!(
                     f,
                     "could not learn whether {} replica{} acknowledged the write ({detail})",

@@ -648,6 +648,34 @@ impl Node {
         }
     }
 
+    /// The states of this primary's replicas that are not `online` (`INFO replication`:
+    /// `wait_bgsave`, `send_bulk`: still syncing), on the connection of the last request;
+    /// empty when they cannot be read (an ACL user without `+info`, say).
+    pub fn syncing_replicas(&mut self, deadline: Instant) -> Vec<String> {
+        let _deferred = Deferred::new();
+        let Some(conn) = self.conn.as_mut() else {
+            return Vec::new();
+        };
+        let limit = self
+            .connector
+            .timeout
+            .min(deadline.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let info = route::set_timeouts(conn, limit).and_then(|()| {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(conn)
+                .map_err(|e| BackendError::from_command(e, limit))
+        });
+        match info {
+            Ok(info) => not_online(&info),
+            Err(_) => {
+                self.conn = None;
+                Vec::new()
+            }
+        }
+    }
+
     /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server);
     /// each SCAN call ends by its own timeout.
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, BackendError> {
@@ -783,5 +811,35 @@ impl Node {
             }
         }
         Err(err)
+    }
+}
+
+/// The replica states in `INFO replication` that are not `online`
+/// (`slaveN:ip=...,port=...,state=wait_bgsave,...`).
+fn not_online(info: &str) -> Vec<String> {
+    info.lines()
+        .filter(|line| line.starts_with("slave"))
+        .filter_map(|line| {
+            line.split(',')
+                .find_map(|field| field.strip_prefix("state="))
+        })
+        .filter(|state| *state != "online")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_that_are_not_online_are_still_syncing() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+                    slave0:ip=127.0.0.1,port=7202,state=wait_bgsave,offset=0,lag=0\r\n\
+                    slave1:ip=127.0.0.1,port=7203,state=online,offset=740,lag=0\r\n\
+                    slave2:ip=127.0.0.1,port=7204,state=send_bulk,offset=0,lag=1\r\n\
+                    master_repl_offset:740\r\n";
+        assert_eq!(not_online(info), ["wait_bgsave", "send_bulk"]);
+        assert!(not_online("role:master\r\nconnected_slaves:0\r\n").is_empty());
     }
 }

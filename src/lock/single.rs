@@ -162,15 +162,24 @@ impl SingleNode {
             cancel: budget.cancel.clone(),
         };
         let acked = self.worker.call(&wait, false, move |node, deadline| {
-            node.wait_replicas(wanted, within, deadline)
+            let acked = node.wait_replicas(wanted, within, deadline)?;
+            // Too few: say whether replicas are still syncing (right after a full resync,
+            // which acknowledges nothing until it is done).
+            let syncing = if acked < wanted {
+                node.syncing_replicas(deadline)
+            } else {
+                Vec::new()
+            };
+            Ok((acked, syncing))
         });
         match acked {
-            Ok(acked) if acked >= wanted => Ok(()),
-            Ok(acked) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
+            Ok((acked, _)) if acked >= wanted => Ok(()),
+            Ok((acked, syncing)) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
                 acked,
                 wanted,
                 within,
                 detail: None,
+                syncing,
             }))),
             Err(BackendError::Interrupted { .. }) => Err(BackendError::Interrupted { sent: true }),
             Err(e) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
@@ -178,6 +187,7 @@ impl SingleNode {
                 wanted,
                 within,
                 detail: Some(e.to_string()),
+                syncing: Vec::new(),
             }))),
         }
     }
