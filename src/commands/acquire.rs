@@ -41,6 +41,10 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
                 let granted = Granted {
                     token: &Token::from_text(&held.0.token),
                     fence,
+                    // The ancestor's slot, as its run gave it to its command.
+                    slot: std::env::var("DISTLOCK_SLOT")
+                        .ok()
+                        .and_then(|s| s.parse().ok()),
                 };
                 return match hand_over(&cfg, &env_file, json, &granted) {
                     Ok(()) => Ok(Exit::Code(exit::SUCCESS)),
@@ -118,6 +122,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
     let granted = Granted {
         token: &grant.token,
         fence: grant.fence,
+        slot: grant.slot,
     };
     if let Err(why) = hand_over(&cfg, &env_file, json, &granted) {
         let released = give_back(lock.as_mut(), &grant.token, timeout, cfg.ttl);
@@ -151,6 +156,8 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
 struct Granted<'a> {
     token: &'a Token,
     fence: u64,
+    /// A semaphore slot's index.
+    slot: Option<u32>,
 }
 
 /// `acquire --json`'s object.
@@ -160,6 +167,8 @@ struct GrantJson<'a> {
     redis_key: &'a str,
     token: &'a str,
     fence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
     ttl_ms: u64,
     limit: u32,
 }
@@ -177,7 +186,7 @@ fn hand_over(
             .append(
                 cfg.name.key(),
                 cfg.ttl,
-                granted.fence,
+                (granted.fence, granted.slot),
                 granted.token.as_str(),
             )
             .map_err(|e| {
@@ -192,6 +201,7 @@ fn hand_over(
                 redis_key: cfg.name.lock_key(),
                 token: granted.token.as_str(),
                 fence: granted.fence,
+                slot: granted.slot,
                 ttl_ms: u64::try_from(cfg.ttl.as_millis()).unwrap_or(u64::MAX),
                 limit: cfg.limit,
             };

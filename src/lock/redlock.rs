@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use super::single::{
     ACQUIRE, HOLDS, INSPECT, RELEASE, RENEW, acquire_args, decode_answer, decode_state, millis,
-    ownership,
+    ownership, release_args,
 };
 use super::{
     Answer, Extended, LockName, LockState, NodeView, Ownership, Queueing, Request, Residue, Survey,
@@ -173,9 +173,14 @@ impl Redlock {
     /// ever applies it, the release follows at once (Redis runs one connection's requests in
     /// order). A stopped minority thus costs one per-node timeout per acquire, not one more per
     /// release. Where that cannot be done (no such connection is left), it is asked live.
-    fn release_all(&mut self, token: &Token, budget: &Budget) -> (usize, usize, usize) {
+    fn release_all(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> (usize, usize, usize) {
         let keys = self.name.keys();
-        let args = [token.as_str().as_bytes().to_vec()];
+        let args = release_args(token, succeeded);
         let mut live = vec![true; self.nodes.len()];
         for (i, worker) in self.nodes.iter_mut().enumerate() {
             if !self.stuck[i] || worker.left_requests_behind() {
@@ -197,7 +202,7 @@ impl Redlock {
                 self.stuck[i] = false;
             }
         }
-        let said = self.ask_some(&live, &RELEASE, &[token.as_str().into()], budget);
+        let said = self.ask_some(&live, &RELEASE, &args, budget);
         let mut answered = 0;
         let mut held = 0;
         for (i, reply) in said.iter().enumerate() {
@@ -322,13 +327,17 @@ impl super::Lock for Redlock {
                     .count();
             }
             if level >= quorum && validity.earliest_expiry() > Instant::now() {
-                return Ok(Answer::Granted { validity, fence });
+                return Ok(Answer::Granted {
+                    validity,
+                    fence,
+                    slot: None,
+                });
             }
         }
         // Not ours: give back what some nodes granted (or may have), everywhere, before waiting.
         let answered = errors.len();
         let release_budget = Budget::within(self.node_timeout);
-        let (_, asked, _) = self.release_all(request.token, &release_budget);
+        let (_, asked, _) = self.release_all(request.token, false, &release_budget);
         if let Some(conflict) = conflict {
             return Ok(Answer::Conflict(conflict));
         }
@@ -342,7 +351,7 @@ impl super::Lock for Redlock {
         if !self.touched.iter().any(|t| *t) {
             return Residue::Nothing;
         }
-        self.release_all(token, budget);
+        self.release_all(token, false, budget);
         if self.touched.iter().any(|t| *t) {
             Residue::MayRemain(claim)
         } else {
@@ -499,8 +508,13 @@ impl super::Lock for Redlock {
         Err(self.no_quorum(errors, answered))
     }
 
-    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
-        let (answered, asked, held) = self.release_all(token, budget);
+    fn release_after(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> Result<Ownership, BackendError> {
+        let (answered, asked, held) = self.release_all(token, succeeded, budget);
         // Not held only when a quorum says so; held as soon as any node held it (a majority of
         // holders, or too few answers to rule it out).
         if answered - held >= self.quorum() {

@@ -22,8 +22,8 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use super::{
-    Answer, Conflict, Extended, HeldBy, HolderTtl, Holders, Lock, LockName, LockState, Ownership,
-    Queueing, Request, Residue, Token, Use, Validity, Waiting,
+    Answer, Conflict, CoolDown, Extended, HeldBy, HolderTtl, Holders, Lock, LockName, LockState,
+    Ownership, Queueing, Request, Residue, Token, Use, Validity, Waiting,
 };
 use crate::backend::{
     BackendError, Budget, Connector, Notice, Reply, Script, Subscription, Unreplicated, Worker,
@@ -200,11 +200,12 @@ impl SingleNode {
     fn release_everywhere(
         &mut self,
         token: &Token,
-        live: bool,
+        (live, succeeded): (bool, bool),
         budget: &Budget,
     ) -> Result<(bool, Option<Ownership>), BackendError> {
         let keys = self.name.keys();
-        let args = [token.as_str().as_bytes().to_vec()];
+        let args = release_args(token, succeeded);
+        let again = args.clone();
         let (reply, behind) = self.worker.call(budget, true, move |node, deadline| {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -221,7 +222,7 @@ impl SingleNode {
             // Releasing twice is harmless: the second finds nothing and changes nothing. A lost
             // first reply followed by "not ours" most likely means the first one did it.
             Some(Err(e)) if e.maybe_applied() && !budget.remaining().is_zero() => {
-                let again = self.eval(&RELEASE, vec![token.as_str().into()], budget)?;
+                let again = self.eval(&RELEASE, again, budget)?;
                 Ok((
                     behind,
                     Some(match ownership(&again)? {
@@ -313,7 +314,7 @@ impl Lock for SingleNode {
         } else {
             claim
         };
-        match self.release_everywhere(token, live, budget) {
+        match self.release_everywhere(token, (live, false), budget) {
             Ok((true, Some(_))) => Residue::Nothing,
             Ok((true, None)) if !live => Residue::Nothing,
             _ => Residue::MayRemain(lingers),
@@ -371,8 +372,13 @@ impl Lock for SingleNode {
         }
     }
 
-    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
-        match self.release_everywhere(token, true, budget)? {
+    fn release_after(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> Result<Ownership, BackendError> {
+        match self.release_everywhere(token, (true, succeeded), budget)? {
             (_, Some(found)) => Ok(found),
             (_, None) => Ok(Ownership::NotHeld),
         }
@@ -422,6 +428,15 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         b"ttl_ms".to_vec(),
         millis(request.ttl).to_string().into_bytes(),
     ];
+    for (name, interval) in [
+        ("min_interval_ms", request.after.min_interval),
+        ("cooldown_ms", request.after.cooldown),
+    ] {
+        if let Some(interval) = interval {
+            args.push(name.as_bytes().to_vec());
+            args.push(millis(interval).to_string().into_bytes());
+        }
+    }
     if request.polls {
         args.push(b"polls".to_vec());
         args.push(b"1".to_vec());
@@ -431,6 +446,19 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         args.push(value.into_bytes());
     }
     args
+}
+
+/// The arguments of `lua/release.lua`: the token, and whether the work succeeded (`1`: a mutex
+/// taken with an interval then cools down).
+pub(super) fn release_args(token: &Token, succeeded: bool) -> Vec<Vec<u8>> {
+    vec![
+        token.as_str().as_bytes().to_vec(),
+        if succeeded {
+            b"1".to_vec()
+        } else {
+            b"0".to_vec()
+        },
+    ]
 }
 
 /// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for,
@@ -506,6 +534,12 @@ pub(super) fn decode_answer(
         [Reply::Int(1), Reply::Int(fence)] => Ok(Answer::Granted {
             validity: Validity { anchor, ttl: claim },
             fence: fence.unsigned_abs(),
+            slot: None,
+        }),
+        [Reply::Int(1), Reply::Int(fence), Reply::Int(slot)] => Ok(Answer::Granted {
+            validity: Validity { anchor, ttl: claim },
+            fence: fence.unsigned_abs(),
+            slot: u32::try_from(*slot).ok(),
         }),
         [
             Reply::Int(0),
@@ -652,9 +686,19 @@ fn held_by(token: Option<String>, pttl: i64, now_ms: i64, meta: &[Reply]) -> Hel
         .find(|(name, _)| name == "fence")
         .and_then(|(_, v)| v.parse().ok());
     let (holder, acquired_at) = Holder::from_fields(&fields);
-    let held_for = acquired_at.and_then(|at| {
-        let now = u64::try_from(now_ms).ok()?;
-        Some(Duration::from_millis(now.saturating_sub(at)))
+    let now = u64::try_from(now_ms).ok();
+    let held_for = acquired_at.and_then(|at| Some(Duration::from_millis(now?.saturating_sub(at))));
+    let number = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+    };
+    let ms = |name: &str| number(name).filter(|ms| *ms > 0).map(Duration::from_millis);
+    let cooldown = number("ended_at").map(|ended| CoolDown {
+        ended_ago: Duration::from_millis(now.unwrap_or(ended).saturating_sub(ended)),
+        min_interval: ms("min_interval_ms"),
+        cooldown: ms("cooldown_ms"),
     });
     HeldBy {
         ttl,
@@ -662,6 +706,8 @@ fn held_by(token: Option<String>, pttl: i64, now_ms: i64, meta: &[Reply]) -> Hel
         held_for,
         token,
         fence,
+        slot: number("slot").and_then(|n| u32::try_from(n).ok()),
+        cooldown,
     }
 }
 

@@ -201,9 +201,10 @@ fn a_replica_that_is_still_syncing_is_named_as_such() {
     assert!(out.stdout.is_empty(), "the command must not run");
     let err = stderr(&out);
     assert!(
-        err.contains("only 0 of the 1 replica required acknowledged the write within 100ms \
-             (a replica is still syncing with the primary: state wait_bgsave)")
-            && err.contains("try again once the replicas have synced"),
+        err.contains(
+            "only 0 of the 1 replica required acknowledged the write within 100ms \
+             (a replica is still syncing with the primary: state wait_bgsave)"
+        ) && err.contains("try again once the replicas have synced"),
         "{err}"
     );
     assert!(!primary.exists(&lock_key("syncing")));

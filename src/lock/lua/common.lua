@@ -159,8 +159,29 @@ local function grant_mutex(token, ms, info, handed)
   return fence
 end
 
--- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence
--- (HANDED: as for the mutex, a field of the holder's JSON).
+-- The lowest slot index (0 to LIMIT-1) that no live holder of the semaphore has (expired
+-- holders must have been purged first). Holders of an older distlock have no index.
+local function free_slot(limit)
+  local used = {}
+  local all = redis.call('HGETALL', HOLDERS)
+  for i = 1, #all, 2 do
+    if all[i] ~= 'limit' then
+      local ok, held = pcall(cjson.decode, all[i + 1])
+      if ok and type(held) == 'table' and held.slot then
+        used[tonumber(held.slot) or -1] = true
+      end
+    end
+  end
+  for n = 0, limit - 1 do
+    if not used[n] then
+      return n
+    end
+  end
+  return 0
+end
+
+-- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence and its
+-- slot index, the lowest free one (HANDED: as for the mutex, a field of the holder's JSON).
 local function grant_slot(token, ms, limit, info, handed)
   local fence = next_number()
   local held = {}
@@ -169,8 +190,10 @@ local function grant_slot(token, ms, limit, info, handed)
       held[k] = v
     end
   end
+  local slot = free_slot(limit)
   held.acquired_at = int(NOW)
   held.fence = int(fence)
+  held.slot = tostring(slot)
   held.limit = nil
   if handed then
     held.handed = '1'
@@ -179,7 +202,7 @@ local function grant_slot(token, ms, limit, info, handed)
   redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
   expire_with(SLOTS, {SLOTS, HOLDERS})
   leave_queue(token)
-  return fence
+  return fence, slot
 end
 
 -- A waiter's metadata (a table; empty when unreadable).
@@ -253,9 +276,35 @@ local function hand_off()
   end
 end
 
+-- After a run that succeeded, a mutex taken with min_interval_ms or cooldown_ms in its
+-- metadata stays taken by the same token (nobody can take it, and status shows it) until the
+-- later of acquired_at + min_interval_ms and now + cooldown_ms; then it expires like any lock,
+-- and the next attempt (a waiter's, at the latest at its refresh) finds it free and hands it on.
+-- Returns whether it stays.
+local function cool_down()
+  local function field(name)
+    return tonumber(redis.call('HGET', OWNER, name) or '')
+  end
+  local from_start = (field('acquired_at') or NOW) + (field('min_interval_ms') or 0)
+  local from_end = NOW + (field('cooldown_ms') or 0)
+  local until_ms = math.max(from_start, from_end)
+  if until_ms <= NOW then
+    return false
+  end
+  redis.call('PEXPIRE', LOCK, int(until_ms - NOW))
+  redis.call('HSET', OWNER, 'ended_at', int(NOW), 'cooldown_until', int(until_ms))
+  redis.call('HDEL', OWNER, 'handed')
+  redis.call('PEXPIRE', OWNER, int(until_ms - NOW))
+  return true
+end
+
 -- Release TOKEN's mutex or slot, and hand the lock on. Returns 1 if it held one, else 0.
-local function release(token)
+-- SUCCEEDED: the work done under the lock succeeded, so a mutex cools down (see cool_down).
+local function release(token, succeeded)
   if redis.call('GET', LOCK) == token then
+    if succeeded and cool_down() then
+      return 1
+    end
     -- (One key per command: see 'Declared keys' above.)
     redis.call('DEL', LOCK)
     redis.call('DEL', OWNER)
