@@ -62,7 +62,8 @@ pub struct GlobalArgs {
     /// Redlock only: each node's time to answer one request (default: 5% of the TTL, 50-500ms).
     ///
     /// At most --redis-timeout. A node that does not answer in time counts as a "no"; a
-    /// minority of slow or dead nodes costs no more than this.
+    /// minority of slow or dead nodes costs no more than this. Commands that take no lock
+    /// (status, list, break, renew, release) default to --redis-timeout.
     #[arg(
         long,
         global = true,

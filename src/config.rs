@@ -479,9 +479,15 @@ fn topology(
                     }
                     given.value
                 }
-                None => (ttl.unwrap_or(Duration::from_secs(10)) / 20)
-                    .clamp(Duration::from_millis(50), Duration::from_millis(500))
-                    .min(timeout),
+                // A lock's validity loses what its nodes take to answer: 5% of its TTL. A
+                // command that takes no lock (status, list, break, renew, release) has no
+                // validity to protect, and a busy machine's TLS handshake can take longer.
+                None => match ttl {
+                    Some(ttl) => (ttl / 20)
+                        .clamp(Duration::from_millis(50), Duration::from_millis(500))
+                        .min(timeout),
+                    None => timeout,
+                },
             };
             Ok(Topology::Redlock {
                 nodes: endpoints

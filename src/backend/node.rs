@@ -369,9 +369,15 @@ pub struct Node {
     pub(super) progress: Option<Arc<Progress>>,
 }
 
-/// A time allowed, for messages: the limit is computed a moment after the caller's budget, so
-/// "within 2s" would read "within 1.999s"; whole tens of milliseconds say what was meant.
-fn rounded(limit: Duration) -> Duration {
+/// A time allowed, for messages. The limit is computed a moment after the caller set its
+/// deadline (`timeout` from then), so "within 2s" would read "within 1.999s", or on a loaded
+/// machine "within 1.96s": a limit within a tenth of `timeout` of it says `timeout`, which is
+/// what was meant; a shorter one (a deadline that cut it) says itself, in whole tens of
+/// milliseconds.
+fn rounded(limit: Duration, timeout: Duration) -> Duration {
+    if limit <= timeout && timeout - limit <= timeout / 10 {
+        return timeout;
+    }
     let ms = u64::try_from(limit.as_micros().div_ceil(10_000) * 10).unwrap_or(u64::MAX);
     Duration::from_millis(ms)
 }
@@ -777,7 +783,7 @@ impl Node {
                 self.answered = true;
                 return Ok(value);
             }
-            Err(err) => BackendError::from_command(err, rounded(limit)),
+            Err(err) => BackendError::from_command(err, rounded(limit, self.connector.timeout)),
         };
         match &err {
             BackendError::Server { .. } | BackendError::Auth(_) => {
@@ -831,6 +837,17 @@ fn not_online(info: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_allowed_says_what_was_meant() {
+        let ms = Duration::from_millis;
+        // A moment (or, loaded, tens of milliseconds) lost before the limit was computed.
+        assert_eq!(rounded(ms(1999), ms(2000)), ms(2000));
+        assert_eq!(rounded(ms(189), ms(200)), ms(200));
+        // A deadline that cut the wait short says how short.
+        assert_eq!(rounded(ms(1234), ms(2000)), ms(1240));
+        assert_eq!(rounded(ms(100), ms(200)), ms(100));
+    }
 
     #[test]
     fn replicas_that_are_not_online_are_still_syncing() {
