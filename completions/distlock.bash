@@ -134,7 +134,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --unreachable-after --env-file --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --min-interval --cooldown --unreachable-after --env-file --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,6 +185,14 @@ _distlock() {
                     return 0
                     ;;
                 --report-every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cooldown)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -562,7 +570,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__release)
-            opts="-k -v -q -h -V --key --token --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
+            opts="-k -v -q -h -V --key --token --failed --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -702,7 +710,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --unreachable-after --renew-every --kill-signal --kill-grace --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --min-interval --cooldown --unreachable-after --renew-every --kill-signal --kill-grace --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -753,6 +761,14 @@ _distlock() {
                     return 0
                     ;;
                 --report-every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cooldown)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -58,6 +58,8 @@ spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-interval -d 'At most one run per period: keep the lock taken this long after a good run started' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l cooldown -d 'After a run that succeeded, keep the lock taken this long after the run ended' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l unreachable-after -d 'Give up (exit 69) on a Redis that has not answered once within this long' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renew the lock this often while the command runs (default: a third of --ttl)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command when the lock is lost (name or number)' -r
@@ -157,6 +159,8 @@ spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-interval -d 'At most one run per period: keep the lock taken this long after a good run started' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l cooldown -d 'After a run that succeeded, keep the lock taken this long after the run ended' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l unreachable-after -d 'Give up (exit 69) on a Redis that has not answered once within this long' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l env-file -d 'Append the lock\'s DISTLOCK_KEY, DISTLOCK_FENCE and DISTLOCK_TOKEN to FILE; print nothing' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
@@ -208,6 +212,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l failed -d 'The work under the lock failed: free it at once (no --min-interval or --cooldown)'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -62,7 +62,8 @@ pub struct GlobalArgs {
     /// Redlock only: each node's time to answer one request (default: 5% of the TTL, 50-500ms).
     ///
     /// At most --redis-timeout. A node that does not answer in time counts as a "no"; a
-    /// minority of slow or dead nodes costs no more than this.
+    /// minority of slow or dead nodes costs no more than this. Commands that take no lock
+    /// (status, list, break, renew, release) default to --redis-timeout.
     #[arg(
         long,
         global = true,
@@ -187,7 +188,8 @@ pub enum Command {
     /// with 124.
     ///
     /// COMMAND inherits stdin, stdout and stderr (distlock writes only to stderr) and gets
-    /// DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_TTL_MS in its environment.
+    /// DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_FENCE and DISTLOCK_TTL_MS in its environment,
+    /// and with --limit N its slot, DISTLOCK_SLOT (0 to N-1, no two holders at once alike).
     Run(RunArgs),
 
     /// Show whether a lock is held, by whom, since when, until when, and who waits for it.
@@ -345,6 +347,35 @@ pub struct TakeArgs {
     )]
     pub report_every: DurationArg,
 
+    /// At most one run per period: keep the lock taken this long after a good run started.
+    ///
+    /// After a run that succeeded (exit 0), the lock stays taken until this long after the run
+    /// started. For a cron entry on several hosts: a host whose cron fires late finds the lock taken
+    /// ("it ran recently") instead of free, and with -n skips (the -E code; -n -E 0 skips
+    /// quietly); waiters wait until the period is over (within --wait). A run that failed
+    /// (non-zero exit, a signal, a lost lock) leaves the lock free at once, so that the next
+    /// host can retry. status shows the lock cooling down; break clears it. A mutex only (not
+    /// with --limit). For acquire, distlock release applies it (release --failed does not).
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_MIN_INTERVAL",
+        value_parser = parse_duration
+    )]
+    pub min_interval: Option<DurationArg>,
+
+    /// After a run that succeeded, keep the lock taken this long after the run ended.
+    ///
+    /// As --min-interval, counted from the end of the run instead of its start; with both,
+    /// the later of the two ends the cool-down.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_COOLDOWN",
+        value_parser = parse_duration
+    )]
+    pub cooldown: Option<DurationArg>,
+
     /// Give up (exit 69) on a Redis that has not answered once within this long.
     ///
     /// A server that has never answered since distlock started (wrong host or port, a firewall
@@ -419,10 +450,13 @@ pub struct StatusArgs {
     /// Print JSON (one object) instead of text.
     ///
     /// key, redis_key, held, ttl_ms, held_for_ms, acquired_at and holder describe the holder
-    /// (a semaphore's oldest); fence is its fencing token; limit is 1 for a mutex, N for a
-    /// semaphore, 0 when free; holders lists every holder (id, ttl_ms, held_for_ms,
-    /// acquired_at, fence, holder) and waiting every waiter, first in line first (position,
-    /// waited_ms, since, limit, holder).
+    /// (a semaphore's oldest); fence is its fencing token; cooldown, present only when a run
+    /// that succeeded keeps the lock taken (--min-interval, --cooldown), says when it ended
+    /// and when the next may start (ended_ms_ago, ended_at, next_at, min_interval_ms,
+    /// cooldown_ms); limit is 1 for a mutex, N for a semaphore, 0 when free; holders lists
+    /// every holder (id, ttl_ms, held_for_ms, acquired_at, fence, slot for a semaphore,
+    /// holder) and waiting every waiter, first in line first (position, waited_ms, since,
+    /// limit, holder).
     #[arg(long)]
     pub json: bool,
 }
@@ -528,6 +562,13 @@ pub struct RenewArgs {
 pub struct ReleaseArgs {
     #[command(flatten)]
     pub held: HeldArgs,
+
+    /// The work under the lock failed: free it at once (no --min-interval or --cooldown).
+    ///
+    /// A lock acquired with --min-interval or --cooldown otherwise stays taken after the
+    /// release until the interval has passed.
+    #[arg(long)]
+    pub failed: bool,
 }
 
 /// `distlock generate`.
@@ -590,9 +631,25 @@ pub fn documented_command() -> clap::Command {
         .collect();
     for name in names {
         let text = crate::help::after_help(&name);
-        command = command.mut_subcommand(&name, |sub| sub.after_long_help(text));
+        command = command.mut_subcommand(&name, |sub| hide_unset_env(sub.after_long_help(text)));
     }
-    command
+    hide_unset_env(command)
+}
+
+/// clap shows `[env: NAME=]` for a variable that is not set, as if it were set to nothing:
+/// show `[env: NAME]` for those, and the value only for variables that are set (secrets are
+/// never shown: their arguments hide their values always).
+fn hide_unset_env(command: clap::Command) -> clap::Command {
+    command.mut_args(|arg| {
+        if arg
+            .get_env()
+            .is_some_and(|var| std::env::var_os(var).is_none())
+        {
+            arg.hide_env_values(true)
+        } else {
+            arg
+        }
+    })
 }
 
 /// A duration as the user wrote it: the value, and the text, so that a message about it echoes

@@ -12,7 +12,7 @@ use crate::backend::{Connector, Endpoint, Servers, TlsFiles};
 use crate::cli::{self, Cli};
 use crate::envfile::{self, EnvFile};
 use crate::error::Error;
-use crate::lock::{self, LockName, Token, Topology};
+use crate::lock::{self, AfterRun, LockName, Token, Topology};
 use crate::output::{self, Format, Level, Output};
 use crate::renew::Deadlines;
 use crate::wait::WaitPolicy;
@@ -97,6 +97,8 @@ pub enum CommandConfig {
         name: LockName,
         /// The holder's token.
         token: Token,
+        /// The work failed: no cool-down (`--failed`).
+        failed: bool,
     },
     /// `distlock generate`.
     Generate {
@@ -132,6 +134,8 @@ pub struct TakeConfig {
     pub limit: u32,
     /// Cancel the older waiters (`--supersede`).
     pub supersede: bool,
+    /// How long the lock stays taken after a run that succeeded.
+    pub after: AfterRun,
 }
 
 /// `distlock acquire`, decided.
@@ -356,6 +360,7 @@ impl Config {
                 topology: topology(global, origins, None)?,
                 name: lock_name(prefix, &args.held.key, origins)?,
                 token: token(&args.held.token, origins)?,
+                failed: args.failed,
             },
             cli::Command::Generate(args) => CommandConfig::Generate {
                 what: args.what,
@@ -474,9 +479,15 @@ fn topology(
                     }
                     given.value
                 }
-                None => (ttl.unwrap_or(Duration::from_secs(10)) / 20)
-                    .clamp(Duration::from_millis(50), Duration::from_millis(500))
-                    .min(timeout),
+                // A lock's validity loses what its nodes take to answer: 5% of its TTL. A
+                // command that takes no lock (status, list, break, renew, release) has no
+                // validity to protect, and a busy machine's TLS handshake can take longer.
+                None => match ttl {
+                    Some(ttl) => (ttl / 20)
+                        .clamp(Duration::from_millis(50), Duration::from_millis(500))
+                        .min(timeout),
+                    None => timeout,
+                },
             };
             Ok(Topology::Redlock {
                 nodes: endpoints
@@ -568,6 +579,7 @@ fn take_config(
             origins.duration("unreachable_after", &args.unreachable_after)
         )));
     }
+    let after = after_run(&args, origins)?;
     let topology = topology(global, origins, Some(args.ttl.value))?;
     if let Topology::Redlock { nodes, .. } = &topology {
         redlock_allows(nodes.len(), args.supersede, args.limit)?;
@@ -600,7 +612,37 @@ fn take_config(
         unreachable_after: args.unreachable_after.value,
         limit: args.limit,
         supersede: args.supersede,
+        after,
     })
+}
+
+/// The longest `--min-interval` or `--cooldown`.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(31 * 24 * 3600);
+
+/// `--min-interval` and `--cooldown`, checked.
+fn after_run(args: &cli::TakeArgs, origins: &Origins) -> Result<AfterRun, Error> {
+    let mut after = AfterRun::default();
+    for (id, given, into) in [
+        ("min_interval", &args.min_interval, &mut after.min_interval),
+        ("cooldown", &args.cooldown, &mut after.cooldown),
+    ] {
+        let Some(given) = given else { continue };
+        if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+            return Err(Error::Usage(format!(
+                "{} is out of range; use 1ms to 31 days",
+                origins.duration(id, given)
+            )));
+        }
+        if args.limit > 1 {
+            return Err(Error::Usage(format!(
+                "{} keeps a mutex taken after a run; it does not apply to a semaphore: drop it or \
+                 --limit",
+                origins.option(id)
+            )));
+        }
+        *into = Some(given.value);
+    }
+    Ok(after)
 }
 
 /// What a Redlock over `nodes` independent primaries cannot do: keep a line of waiters

@@ -73,7 +73,13 @@ impl EnvFile {
     /// Append the lock's values with a single `write` on an `O_APPEND` descriptor: they land
     /// whole, after whatever other writers appended, never interleaved with their lines. The
     /// file is created (mode 0600: its token lets the reader release the lock) if missing.
-    pub fn append(&self, key: &str, ttl: Duration, fence: u64, token: &str) -> io::Result<()> {
+    pub fn append(
+        &self,
+        key: &str,
+        ttl: Duration,
+        (fence, slot): (u64, Option<u32>),
+        token: &str,
+    ) -> io::Result<()> {
         let file = open_for_append(&self.path)?;
         let mut text = String::new();
         // A line left unterminated by an earlier writer (`printf 'X=1' >> "$GITHUB_ENV"`) would
@@ -81,20 +87,36 @@ impl EnvFile {
         if ends_mid_line(&file) {
             text.push('\n');
         }
-        text.push_str(&render(key, self.prefix.as_deref(), ttl, fence, token));
+        text.push_str(&render(
+            key,
+            self.prefix.as_deref(),
+            ttl,
+            (fence, slot),
+            token,
+        ));
         write_once(&file, text.as_bytes())
     }
 }
 
-/// The lines for a held lock. The token comes last: should the write stop short (a full
-/// disk), no line holds a whole token that someone could mistake for the lock's.
-pub fn render(key: &str, prefix: Option<&str>, ttl: Duration, fence: u64, token: &str) -> String {
+/// The lines for a held lock (`DISTLOCK_SLOT` for a semaphore slot). The token comes last:
+/// should the write stop short (a full disk), no line holds a whole token that someone could
+/// mistake for the lock's.
+pub fn render(
+    key: &str,
+    prefix: Option<&str>,
+    ttl: Duration,
+    (fence, slot): (u64, Option<u32>),
+    token: &str,
+) -> String {
     let mut text = format!("DISTLOCK_KEY={key}\n");
     if let Some(prefix) = prefix {
         text.push_str(&format!("DISTLOCK_PREFIX={prefix}\n"));
     }
     text.push_str(&format!("DISTLOCK_TTL_MS={}\n", ttl.as_millis()));
     text.push_str(&format!("DISTLOCK_FENCE={fence}\n"));
+    if let Some(slot) = slot {
+        text.push_str(&format!("DISTLOCK_SLOT={slot}\n"));
+    }
     text.push_str(&format!("DISTLOCK_TOKEN={token}\n"));
     text
 }
@@ -203,20 +225,32 @@ mod tests {
     #[test]
     fn lines_name_key_ttl_and_token_and_the_prefix_only_when_set() {
         assert_eq!(
-            render("release-train", None, Duration::from_secs(2700), 42, TOKEN),
+            render(
+                "release-train",
+                None,
+                Duration::from_secs(2700),
+                (42, None),
+                TOKEN
+            ),
             format!(
                 "DISTLOCK_KEY=release-train\nDISTLOCK_TTL_MS=2700000\nDISTLOCK_FENCE=42\nDISTLOCK_TOKEN={TOKEN}\n"
             )
         );
         assert_eq!(
-            render("k", Some("ci:"), Duration::from_millis(1500), 7, TOKEN),
+            render(
+                "k",
+                Some("ci:"),
+                Duration::from_millis(1500),
+                (7, Some(2)),
+                TOKEN
+            ),
             format!(
-                "DISTLOCK_KEY=k\nDISTLOCK_PREFIX=ci:\nDISTLOCK_TTL_MS=1500\nDISTLOCK_FENCE=7\nDISTLOCK_TOKEN={TOKEN}\n"
+                "DISTLOCK_KEY=k\nDISTLOCK_PREFIX=ci:\nDISTLOCK_TTL_MS=1500\nDISTLOCK_FENCE=7\nDISTLOCK_SLOT=2\nDISTLOCK_TOKEN={TOKEN}\n"
             )
         );
         // An empty prefix is a prefix: later steps must not fall back to the default.
         assert!(
-            render("k", Some(""), Duration::from_secs(1), 1, TOKEN)
+            render("k", Some(""), Duration::from_secs(1), (1, None), TOKEN)
                 .contains("\nDISTLOCK_PREFIX=\n")
         );
     }
@@ -284,19 +318,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("env");
         let file = EnvFile::new(path.clone(), "k", None).unwrap();
-        file.append("k", Duration::from_secs(1), 1, TOKEN).unwrap();
-        let first = render("k", None, Duration::from_secs(1), 1, TOKEN);
+        file.append("k", Duration::from_secs(1), (1, None), TOKEN)
+            .unwrap();
+        let first = render("k", None, Duration::from_secs(1), (1, None), TOKEN);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), first);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 
         std::fs::write(&path, "EARLIER=1\nUNTERMINATED=2").unwrap();
-        file.append("k", Duration::from_secs(1), 1, TOKEN).unwrap();
+        file.append("k", Duration::from_secs(1), (1, None), TOKEN)
+            .unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             format!("EARLIER=1\nUNTERMINATED=2\n{first}")
         );
-        file.append("k", Duration::from_secs(1), 1, TOKEN).unwrap();
+        file.append("k", Duration::from_secs(1), (1, None), TOKEN)
+            .unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             format!("EARLIER=1\nUNTERMINATED=2\n{first}{first}"),
@@ -311,7 +348,7 @@ mod tests {
             prefix: None,
         };
         let err = full
-            .append("k", Duration::from_secs(1), 1, TOKEN)
+            .append("k", Duration::from_secs(1), (1, None), TOKEN)
             .unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
     }

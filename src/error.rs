@@ -68,18 +68,19 @@ impl Error {
     pub fn message(&self) -> String {
         let hint = match self {
             Error::Redis { source, .. } if source.is_wrong_type() => {
-                Some("that key is not a lock; choose another --key or --prefix")
+                Some("that key is not a lock; choose another --key or --prefix".to_owned())
             }
-            Error::Redis { source, .. } => source.hint(),
+            Error::Redis { source, server, .. } => source.hint_at(server),
             Error::Internal(_) => Some(
-                "this is a bug or a limit of the system; run again with -v and report what it says",
+                "this is a bug or a limit of the system; run again with -v and report what it says"
+                    .to_owned(),
             ),
             _ => None,
         };
         let mut text = self.to_string();
         if let Some(hint) = hint {
             text.push_str("; ");
-            text.push_str(hint);
+            text.push_str(&hint);
         }
         if let Error::Redis {
             note: Some(note), ..

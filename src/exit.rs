@@ -15,6 +15,9 @@ pub const DATA: u8 = 65;
 pub const UNAVAILABLE: u8 = 69;
 /// An internal error: a bug, or the operating system refused something distlock needs.
 pub const SOFTWARE: u8 = 70;
+/// `acquire`: the token could not be handed over (stdout closed or broken, the `--env-file`
+/// not writable or its disk full); what was taken was given back.
+pub const IO_ERROR: u8 = 74;
 /// The lock is busy: not acquired with `--no-wait` or within `--wait` (see `-E`).
 pub const BUSY: u8 = 75;
 /// `renew`/`release`: the lock is not held with this token (expired, released, broken, taken).
@@ -38,8 +41,8 @@ pub struct Row {
 
 const ROW_USAGE: Row = Row {
     code: "64",
-    meaning: "usage error: unknown flag, bad duration, bad key, URL that is not redis://, \
-              rediss:// or unix://, or an inconsistent combination of flags",
+    meaning: "usage error: unknown flag, bad duration, bad key, a Redis URL of no accepted \
+              form, or an inconsistent combination of flags",
 };
 const ROW_DATA: Row = Row {
     code: "65",
@@ -80,8 +83,8 @@ pub const RUN_TABLE: &[Row] = &[
     },
     Row {
         code: "64",
-        meaning: "usage error: unknown flag, bad duration, bad key, missing command, URL that is not \
-                  redis://, rediss:// or unix://, or an inconsistent combination of flags",
+        meaning: "usage error: unknown flag, bad duration, bad key, missing command, a Redis URL of \
+                  no accepted form, or an inconsistent combination of flags",
     },
     ROW_DATA,
     Row {
@@ -116,10 +119,11 @@ pub const ACQUIRE_TABLE: &[Row] = &[
     ROW_USAGE,
     ROW_DATA,
     ROW_UNAVAILABLE,
+    ROW_SOFTWARE,
     Row {
-        code: "70",
-        meaning: "the token could not be printed, or written to the --env-file, and the lock was \
-                  released; or another internal error",
+        code: "74",
+        meaning: "the token could not be handed over (stdout closed or broken, the --env-file not \
+                  writable or its disk full); the lock was released, nothing stays held",
     },
     ROW_BUSY,
 ];

@@ -99,7 +99,8 @@ pub fn main() -> ! {
                 topology,
                 name,
                 token,
-            } => commands::token::release(topology, name, token, out),
+                failed,
+            } => commands::token::release(topology, name, token, failed, out),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }

@@ -155,7 +155,7 @@ const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
 
 /// How the loop ended, before giving anything back.
 enum Ended {
-    Acquired(Validity, u64),
+    Acquired(Validity, u64, Option<u32>),
     Busy(Option<Holders>),
     Superseded(Option<Box<Holder>>),
     Conflict(Conflict),
@@ -222,11 +222,12 @@ pub fn acquire(
         _ => Residue::Nothing,
     };
     match ended {
-        Ended::Acquired(validity, fence) => Waited::Acquired {
+        Ended::Acquired(validity, fence, slot) => Waited::Acquired {
             grant: Grant {
                 token: wait.request.token.clone(),
                 fence,
                 validity,
+                slot,
             },
             waited,
         },
@@ -342,8 +343,12 @@ impl Waiter<'_> {
                 self.display.recovered();
             }
             let (holders, position, refresh_in) = match attempt {
-                Ok(Answer::Granted { validity, fence }) => {
-                    return Ended::Acquired(validity, fence);
+                Ok(Answer::Granted {
+                    validity,
+                    fence,
+                    slot,
+                }) => {
+                    return Ended::Acquired(validity, fence, slot);
                 }
                 Ok(Answer::Superseded(by)) => return Ended::Superseded(by),
                 Ok(Answer::Conflict(conflict)) => return Ended::Conflict(conflict),
@@ -709,6 +714,7 @@ mod tests {
                         limit,
                         queueing,
                         polls: false,
+                        after: crate::lock::AfterRun::default(),
                     },
                     policy: WaitPolicy { limit: wait, mode },
                     timeout: Duration::from_millis(100),

@@ -2,8 +2,11 @@
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
-/// The URL schemes distlock accepts, for messages.
-pub const SCHEMES: &str = "redis://HOST[:PORT][/DB], rediss://HOST[:PORT][/DB] or unix:///PATH";
+/// Every form of `--redis` distlock accepts, for messages: a refused URL shows them all.
+pub const FORMS: &str = "redis://[USER:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS, \
+    unix:///PATH), several such URLs for a Redlock, \
+    redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB], or \
+    redis+cluster://HOST:PORT[,HOST:PORT...]";
 
 /// A parsed Redis URL.
 #[derive(Clone)]
@@ -30,22 +33,19 @@ impl Endpoint {
             Some("redis" | "rediss" | "unix" | "redis+unix") => {}
             Some(other) => {
                 return Err(format!(
-                    "the Redis URL has scheme \"{}\"; use {SCHEMES}",
+                    "the Redis URL has scheme \"{}\"; use {FORMS}",
                     crate::output::quote(other).trim_matches('"')
                 ));
             }
             None => {
                 return Err(format!(
-                    "the Redis URL has no scheme; use {SCHEMES} (e.g. redis://127.0.0.1:6379)"
+                    "the Redis URL has no scheme; use {FORMS} (e.g. redis://127.0.0.1:6379)"
                 ));
             }
         }
-        let info = url.into_connection_info().map_err(|e| {
-            format!(
-                "the Redis URL is not valid ({}); use {SCHEMES}",
-                e.category()
-            )
-        })?;
+        let info = url
+            .into_connection_info()
+            .map_err(|e| format!("the Redis URL is not valid ({}); use {FORMS}", e.category()))?;
         let password = info.redis_settings().password().map(str::to_owned);
         let display = display(&info);
         Ok(Endpoint {
@@ -159,6 +159,16 @@ mod tests {
         let err = Endpoint::parse("http://u:topsecret@host").unwrap_err();
         assert!(err.contains("\"http\""), "{err}");
         assert!(!err.contains("topsecret"));
+        // Every accepted form is shown, the Sentinel and Cluster ones included.
+        for form in [
+            "redis://",
+            "rediss://",
+            "unix://",
+            "redis+sentinel://",
+            "redis+cluster://",
+        ] {
+            assert!(err.contains(form), "{form} missing from: {err}");
+        }
         assert!(
             Endpoint::parse("localhost:6379")
                 .unwrap_err()

@@ -82,6 +82,10 @@ pub struct Unreplicated {
     pub within: Duration,
     /// Why the count could not be read, if it could not.
     pub detail: Option<String>,
+    /// The states (`INFO replication`) of the primary's replicas that are not yet `online`,
+    /// such as `wait_bgsave` or `send_bulk`: they are still syncing, and acknowledge nothing
+    /// until they are done.
+    pub syncing: Vec<String>,
 }
 
 impl BackendError {
@@ -146,6 +150,17 @@ impl BackendError {
         matches!(self, BackendError::Timeout { .. })
     }
 
+    /// The time ran out before the request was done: no reply came, or the server asked
+    /// again and again to be asked later (TRYAGAIN while a Cluster slot migrates). More time
+    /// may bring an answer.
+    pub fn is_unfinished(&self) -> bool {
+        match self {
+            BackendError::Timeout { .. } => true,
+            BackendError::Server { code, .. } => code == "TRYAGAIN",
+            _ => false,
+        }
+    }
+
     /// The server holds another type of value at the key.
     pub fn is_wrong_type(&self) -> bool {
         match self {
@@ -155,7 +170,29 @@ impl BackendError {
         }
     }
 
-    /// A one-line hint on what the user can do, when there is a useful one.
+    /// [`BackendError::hint`] for the servers at `server` (a URL as messages show it): the
+    /// URL form it suggests is the one the user gave (`rediss://`, `redis+sentinel://...`).
+    pub fn hint_at(&self, server: &str) -> Option<String> {
+        let hint = self.hint()?;
+        if !matches!(self, BackendError::Auth(_)) {
+            return Some(hint.to_owned());
+        }
+        let scheme = server
+            .split_once("://")
+            .map_or("redis", |(scheme, _)| scheme);
+        Some(if scheme.ends_with("+sentinel") {
+            format!(
+                "check the user name and password in the URL: {scheme}://[USER]:PASSWORD@HOST/SERVICE \
+                 (for the data nodes; the sentinels' own, if they have others: \
+                 ?sentinel_username=USER&sentinel_password=PASSWORD)"
+            )
+        } else {
+            hint.replace("SCHEME://", &format!("{scheme}://"))
+        })
+    }
+
+    /// A one-line hint on what the user can do, when there is a useful one (see
+    /// [`BackendError::hint_at`] for one that names the user's URL form).
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             // The nodes' hint when they agree on one (all refused, say); else each node's
@@ -172,9 +209,12 @@ impl BackendError {
                 Some("check that Redis runs and --redis (or DISTLOCK_REDIS_URL) points at it")
             }
             BackendError::Auth(_) => {
-                Some("check the user name and password in the URL: redis://USER:PASSWORD@HOST")
+                Some("check the user name and password in the URL: SCHEME://[USER]:PASSWORD@HOST")
             }
             BackendError::Timeout { .. } => Some("raise --redis-timeout if Redis is just slow"),
+            BackendError::NotReplicated(u) if !u.syncing.is_empty() => Some(
+                "try again once the replicas have synced (INFO replication on the primary shows state=online for each)",
+            ),
             BackendError::NotReplicated(_) => Some(
                 "check the primary's replicas (INFO replication), or raise --replicas-timeout, or lower --replicas",
             ),
@@ -184,6 +224,9 @@ impl BackendError {
                 "READONLY" => {
                     Some("this server is a read-only replica; point --redis at the primary")
                 }
+                "TRYAGAIN" => Some(
+                    "the lock's Cluster slot is being moved to another node; try again once the migration is over, or raise --redis-timeout to wait it out",
+                ),
                 "OOM" => Some(
                     "Redis is out of memory; lock servers should run with maxmemory-policy noeviction and room to spare",
                 ),
@@ -230,14 +273,29 @@ impl fmt::Display for BackendError {
                 Ok(())
             }
             BackendError::NotReplicated(u) => match &u.detail {
-                None => write!(
-                    f,
-                    "only {} of the {} replica{} required acknowledged the write within {}",
-                    u.acked,
-                    u.wanted,
-                    if u.wanted == 1 { "" } else { "s" },
-                    crate::output::duration(u.within)
-                ),
+                None => {
+                    write!(
+                        f,
+                        "only {} of the {} replica{} required acknowledged the write within {}",
+                        u.acked,
+                        u.wanted,
+                        if u.wanted == 1 { "" } else { "s" },
+                        crate::output::duration(u.within)
+                    )?;
+                    match u.syncing.as_slice() {
+                        [] => Ok(()),
+                        [state] => write!(
+                            f,
+                            " (a replica is still syncing with the primary: state {state})"
+                        ),
+                        states => write!(
+                            f,
+                            " ({} replicas are still syncing with the primary: states {})",
+                            states.len(),
+                            states.join(", ")
+                        ),
+                    }
+                }
                 Some(detail) => write!(
                     f,
                     "could not learn whether {} replica{} acknowledged the write ({detail})",
@@ -306,9 +364,7 @@ fn auth_problem(code: &str, detail: &str) -> Option<BackendError> {
     // (our scripts), "Protocol error: unauthenticated multibulk length".
     if code == "NOAUTH" || detail.contains("unauthenticated") {
         return Some(BackendError::Auth(
-            "Redis requires a password and none was given; put it in the URL: \
-             redis://:PASSWORD@HOST or redis://USER:PASSWORD@HOST"
-                .into(),
+            "Redis requires a password and none was given".into(),
         ));
     }
     if code == "WRONGPASS" || (code == "ERR" && detail.contains("AUTH")) {
@@ -386,6 +442,31 @@ mod tests {
             after: Duration::from_millis(500),
         };
         assert_eq!(e.to_string(), "could not connect within 500ms");
+    }
+
+    #[test]
+    fn the_auth_hint_shows_the_users_url_form() {
+        let auth = BackendError::Auth("WRONGPASS".into());
+        for (server, form) in [
+            ("redis://h:6379", "redis://[USER]:PASSWORD@HOST"),
+            ("rediss://:***@h:6379", "rediss://[USER]:PASSWORD@HOST"),
+            (
+                "redis+cluster://h:1,h:2",
+                "redis+cluster://[USER]:PASSWORD@HOST",
+            ),
+            (
+                "rediss+sentinel://h:26379/mymaster",
+                "rediss+sentinel://[USER]:PASSWORD@HOST/SERVICE",
+            ),
+        ] {
+            let hint = auth.hint_at(server).unwrap();
+            assert!(hint.contains(form), "{server}: {hint}");
+        }
+        let timeout = BackendError::Timeout {
+            sent: true,
+            after: Duration::from_secs(2),
+        };
+        assert_eq!(timeout.hint_at("rediss://h").as_deref(), timeout.hint());
     }
 
     #[test]

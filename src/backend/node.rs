@@ -369,9 +369,15 @@ pub struct Node {
     pub(super) progress: Option<Arc<Progress>>,
 }
 
-/// A time allowed, for messages: the limit is computed a moment after the caller's budget, so
-/// "within 2s" would read "within 1.999s"; whole tens of milliseconds say what was meant.
-fn rounded(limit: Duration) -> Duration {
+/// A time allowed, for messages. The limit is computed a moment after the caller set its
+/// deadline (`timeout` from then), so "within 2s" would read "within 1.999s", or on a loaded
+/// machine "within 1.96s": a limit within a tenth of `timeout` of it says `timeout`, which is
+/// what was meant; a shorter one (a deadline that cut it) says itself, in whole tens of
+/// milliseconds.
+fn rounded(limit: Duration, timeout: Duration) -> Duration {
+    if limit <= timeout && timeout - limit <= timeout / 10 {
+        return timeout;
+    }
     let ms = u64::try_from(limit.as_micros().div_ceil(10_000) * 10).unwrap_or(u64::MAX);
     Duration::from_millis(ms)
 }
@@ -415,12 +421,15 @@ impl Node {
     /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.
     ///
     /// On a Redis Cluster, a MOVED reply (the slot has another owner) updates the slot map and
-    /// the request goes to the new owner; an ASK reply (the slot is being migrated, and our
-    /// keys are already on the target) sends this one request to the target, after `ASKING`;
-    /// TRYAGAIN (the slot is being migrated and our keys are not all on one side, which for
-    /// scripts naming nine keys is most of a migration) waits 20ms and asks again, until
+    /// the request goes to the new owner; an ASK reply (the slot is being migrated, and none
+    /// of our keys is left on the source) sends this one request to the target, after
+    /// `ASKING`, declaring only the first key (see below); TRYAGAIN (the slot is being
+    /// migrated and our keys are not all on one side) waits 20ms and asks again, until
     /// `deadline`. None of these replies means the request ran, so sending it again is safe;
     /// at most [`MAX_REDIRECTS`] redirections are followed.
+    ///
+    /// A script run here must name every key it touches after its first key and touch only
+    /// keys it declares (ours do: `lock/lua/common.lua` says why this is safe).
     pub fn eval(
         &mut self,
         script: &Script,
@@ -439,7 +448,13 @@ impl Node {
                     let (conn, server) = self.connector.open_at(&addr, deadline)?;
                     self.conn = Some(conn);
                     self.server = Some(server);
-                    let result = self.eval_once(script, keys, args, deadline, true);
+                    // ASK means the source has none of the declared keys (with some it would
+                    // answer TRYAGAIN, with all it would run the script): the target has
+                    // every one that exists. Declared there, keys that exist nowhere would be
+                    // refused with TRYAGAIN; our scripts name every key after the first (see
+                    // `lock/lua/common.lua`), so the first is enough.
+                    let result =
+                        self.eval_once(script, &keys[..keys.len().min(1)], args, deadline, true);
                     // The next request goes by the slot map again.
                     self.conn = None;
                     result
@@ -465,8 +480,8 @@ impl Node {
                     }
                 }
                 // While a slot migrates, Redis refuses a script whose keys are partly on each
-                // side (ours name nine keys, most of which do not exist): ask again, where we
-                // asked, until the migration is over or the time is up.
+                // side (or partly missing): ask again, where we asked, until the keys have
+                // moved or the time is up.
                 "TRYAGAIN" if Instant::now() + TRYAGAIN_PAUSE < deadline => {
                     std::thread::sleep(TRYAGAIN_PAUSE);
                     asking.clone_from(&last_ask);
@@ -639,6 +654,34 @@ impl Node {
         }
     }
 
+    /// The states of this primary's replicas that are not `online` (`INFO replication`:
+    /// `wait_bgsave`, `send_bulk`: still syncing), on the connection of the last request;
+    /// empty when they cannot be read (an ACL user without `+info`, say).
+    pub fn syncing_replicas(&mut self, deadline: Instant) -> Vec<String> {
+        let _deferred = Deferred::new();
+        let Some(conn) = self.conn.as_mut() else {
+            return Vec::new();
+        };
+        let limit = self
+            .connector
+            .timeout
+            .min(deadline.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let info = route::set_timeouts(conn, limit).and_then(|()| {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(conn)
+                .map_err(|e| BackendError::from_command(e, limit))
+        });
+        match info {
+            Ok(info) => not_online(&info),
+            Err(_) => {
+                self.conn = None;
+                Vec::new()
+            }
+        }
+    }
+
     /// Every key matching the glob `pattern` (SCAN, never KEYS: it does not block the server);
     /// each SCAN call ends by its own timeout.
     pub fn scan(&mut self, pattern: &str) -> Result<Vec<String>, BackendError> {
@@ -740,7 +783,7 @@ impl Node {
                 self.answered = true;
                 return Ok(value);
             }
-            Err(err) => BackendError::from_command(err, rounded(limit)),
+            Err(err) => BackendError::from_command(err, rounded(limit, self.connector.timeout)),
         };
         match &err {
             BackendError::Server { .. } | BackendError::Auth(_) => {
@@ -774,5 +817,46 @@ impl Node {
             }
         }
         Err(err)
+    }
+}
+
+/// The replica states in `INFO replication` that are not `online`
+/// (`slaveN:ip=...,port=...,state=wait_bgsave,...`).
+fn not_online(info: &str) -> Vec<String> {
+    info.lines()
+        .filter(|line| line.starts_with("slave"))
+        .filter_map(|line| {
+            line.split(',')
+                .find_map(|field| field.strip_prefix("state="))
+        })
+        .filter(|state| *state != "online")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_allowed_says_what_was_meant() {
+        let ms = Duration::from_millis;
+        // A moment (or, loaded, tens of milliseconds) lost before the limit was computed.
+        assert_eq!(rounded(ms(1999), ms(2000)), ms(2000));
+        assert_eq!(rounded(ms(189), ms(200)), ms(200));
+        // A deadline that cut the wait short says how short.
+        assert_eq!(rounded(ms(1234), ms(2000)), ms(1240));
+        assert_eq!(rounded(ms(100), ms(200)), ms(100));
+    }
+
+    #[test]
+    fn replicas_that_are_not_online_are_still_syncing() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+                    slave0:ip=127.0.0.1,port=7202,state=wait_bgsave,offset=0,lag=0\r\n\
+                    slave1:ip=127.0.0.1,port=7203,state=online,offset=740,lag=0\r\n\
+                    slave2:ip=127.0.0.1,port=7204,state=send_bulk,offset=0,lag=1\r\n\
+                    master_repl_offset:740\r\n";
+        assert_eq!(not_online(info), ["wait_bgsave", "send_bulk"]);
+        assert!(not_online("role:master\r\nconnected_slaves:0\r\n").is_empty());
     }
 }

@@ -17,11 +17,7 @@
 
 use super::Endpoint;
 
-/// The accepted forms, for messages.
-pub const FORMS: &str = "redis://[USER:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS, \
-    unix:///PATH), several such URLs for a Redlock, \
-    redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB], or \
-    redis+cluster://HOST:PORT[,HOST:PORT...]";
+pub use super::endpoint::FORMS;
 
 /// Where locks live.
 #[derive(Clone, Debug)]

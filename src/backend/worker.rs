@@ -160,7 +160,7 @@ impl Worker {
             if idempotent {
                 let leash = budget.deadline.min(Instant::now() + LEASH);
                 match job.clone()(node, leash) {
-                    Err(e) if e.is_timeout() && leash < budget.deadline => {
+                    Err(e) if e.is_unfinished() && leash < budget.deadline => {
                         // A server that is slow, stopped or gone: go on where a signal can
                         // interrupt the wait (the lost request's connection moves along).
                         if budget.is_cancelled() {

@@ -41,10 +41,18 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
                 let granted = Granted {
                     token: &Token::from_text(&held.0.token),
                     fence,
+                    // The ancestor's slot, as its run gave it to its command.
+                    slot: std::env::var("DISTLOCK_SLOT")
+                        .ok()
+                        .and_then(|s| s.parse().ok()),
                 };
                 return match hand_over(&cfg, &env_file, json, &granted) {
                     Ok(()) => Ok(Exit::Code(exit::SUCCESS)),
-                    Err(why) => Err(Error::Internal(why)),
+                    Err(why) => {
+                        // The lock is the ancestor's: it stays, and so does its token there.
+                        out.error(Ev::HandOverFailed, Msg::new(why).exit(exit::IO_ERROR));
+                        Ok(Exit::Code(exit::IO_ERROR))
+                    }
                 };
             }
             reenter::Nested::Exit(exit) => return Ok(exit),
@@ -115,14 +123,15 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
     let granted = Granted {
         token: &grant.token,
         fence: grant.fence,
+        slot: grant.slot,
     };
     if let Err(why) = hand_over(&cfg, &env_file, json, &granted) {
         let released = give_back(lock.as_mut(), &grant.token, timeout, cfg.ttl);
         out.error(
-            Ev::InternalError,
-            Msg::new(format!("{why}; lock {key} {released}")).exit(exit::SOFTWARE),
+            Ev::HandOverFailed,
+            Msg::new(format!("{why}; lock {key} {released}")).exit(exit::IO_ERROR),
         );
-        return Ok(Exit::Code(exit::SOFTWARE));
+        return Ok(Exit::Code(exit::IO_ERROR));
     }
     let held = format!(
         "lock {key} is held for {} unless renewed",
@@ -148,6 +157,8 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
 struct Granted<'a> {
     token: &'a Token,
     fence: u64,
+    /// A semaphore slot's index.
+    slot: Option<u32>,
 }
 
 /// `acquire --json`'s object.
@@ -157,6 +168,8 @@ struct GrantJson<'a> {
     redis_key: &'a str,
     token: &'a str,
     fence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
     ttl_ms: u64,
     limit: u32,
 }
@@ -174,7 +187,7 @@ fn hand_over(
             .append(
                 cfg.name.key(),
                 cfg.ttl,
-                granted.fence,
+                (granted.fence, granted.slot),
                 granted.token.as_str(),
             )
             .map_err(|e| {
@@ -189,17 +202,47 @@ fn hand_over(
                 redis_key: cfg.name.lock_key(),
                 token: granted.token.as_str(),
                 fence: granted.fence,
+                slot: granted.slot,
                 ttl_ms: u64::try_from(cfg.ttl.as_millis()).unwrap_or(u64::MAX),
                 limit: cfg.limit,
             };
             let text =
                 serde_json::to_string(&object).map_err(|e| format!("cannot encode JSON ({e})"))?;
-            writeln!(std::io::stdout().lock(), "{text}")
-                .map_err(|e| format!("cannot print the token ({e})"))
+            print_token(&text)
         }
-        None => writeln!(std::io::stdout().lock(), "{}", granted.token.as_str())
-            .map_err(|e| format!("cannot print the token ({e})")),
+        None => print_token(granted.token.as_str()),
     }
+}
+
+/// Print `line` on stdout, flushed, or say why nobody will read it.
+fn print_token(line: &str) -> Result<(), String> {
+    if stdout_was_closed() {
+        return Err(
+            "cannot print the token: stdout is closed (run acquire with its output captured, \
+             e.g. TOKEN=$(distlock acquire ...), or use --env-file)"
+                .into(),
+        );
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("cannot print the token ({e})"))
+}
+
+/// Whether distlock was started with its stdout closed (`>&-`). Rust's runtime then puts
+/// /dev/null in its place, opened read-write, before `main`, so writes seem to succeed; a
+/// shell's `>/dev/null` opens it write-only (a token thrown away on purpose is the user's
+/// choice).
+fn stdout_was_closed() -> bool {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let stdout = std::io::stdout();
+    let read_write = fcntl(&stdout, FcntlArg::F_GETFL)
+        .map(|flags| OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE == OFlag::O_RDWR)
+        .unwrap_or(false);
+    read_write
+        && nix::sys::stat::fstat(&stdout).is_ok_and(|st| {
+            (st.st_mode & libc::S_IFMT) == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+        })
 }
 
 /// Release a lock whose token nobody will learn, and say what became of it (the end of a

@@ -152,9 +152,10 @@ fn extra_sections(command: &clap::Command, name: &str) -> Roff {
     }
     if name == "run" {
         env.push((
-            "DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_TTL_MS".into(),
+            "DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_FENCE, DISTLOCK_TTL_MS, DISTLOCK_SLOT".into(),
             "Set by distlock in the environment of COMMAND: the key as given, this holder's token, \
-             and the TTL in milliseconds."
+             its fencing token, the TTL in milliseconds, and with --limit N the slot it holds \
+             (0 to N-1; no two holders at once have the same)."
                 .into(),
         ));
     }

@@ -117,11 +117,11 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     };
     let (exit, validity) = match outcome {
         Err(e) => {
-            release(lock.as_mut(), &grant, &cfg, out);
+            release(lock.as_mut(), &grant, &cfg, false, out);
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
-            release(lock.as_mut(), &grant, &cfg, out);
+            release(lock.as_mut(), &grant, &cfg, false, out);
             let name = signal_name(signal);
             out.error(
                 Ev::Interrupted,
@@ -149,7 +149,10 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             validity,
         ),
     };
-    if release(lock.as_mut(), &grant, &cfg, out) == Some(Ownership::NotHeld) {
+    // A run that succeeded keeps the lock taken for --min-interval/--cooldown; a failed one
+    // leaves it free at once, so that the next host can retry.
+    let succeeded = matches!(exit, Exit::Code(0));
+    if release(lock.as_mut(), &grant, &cfg, succeeded, out) == Some(Ownership::NotHeld) {
         // The lock cannot have expired before kill_at(validity). An answer that came before
         // that means the key was deleted or overwritten (an operator, or Redis lost its data)
         // while it was ours: the command may have run without the lock, so do not report its
@@ -211,24 +214,28 @@ fn run_locked(
     crate::child::become_subreaper();
     let terminal = Terminal::detect();
     // The renewer thread is started by the supervisor when the first renewal comes near.
+    let mut env = vec![
+        ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
+        ("DISTLOCK_TOKEN", grant.token.as_str().to_owned()),
+        ("DISTLOCK_FENCE", grant.fence.to_string()),
+        (
+            reenter::VAR,
+            reenter::with(Held {
+                lock: reenter::lock_id(lock),
+                token: grant.token.as_str().to_owned(),
+                fence: grant.fence,
+                limit: cfg.take.limit,
+            }),
+        ),
+        ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
+    ];
+    if let Some(slot) = grant.slot {
+        env.push(("DISTLOCK_SLOT", slot.to_string()));
+    }
     let group: Pid = spawn::spawn(SpawnSpec {
         program: &prepared.program,
         argv: &cfg.argv,
-        env: vec![
-            ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
-            ("DISTLOCK_TOKEN", grant.token.as_str().to_owned()),
-            ("DISTLOCK_FENCE", grant.fence.to_string()),
-            (
-                reenter::VAR,
-                reenter::with(Held {
-                    lock: reenter::lock_id(lock),
-                    token: grant.token.as_str().to_owned(),
-                    fence: grant.fence,
-                    limit: cfg.take.limit,
-                }),
-            ),
-            ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
-        ],
+        env,
         take_terminal: terminal.is_some(),
         reset_signals: &prepared.dispositions.reset_in_child,
         guard: prepared.guard.as_ref().and_then(Guard::pipe_fd),
@@ -270,14 +277,33 @@ fn run_locked(
 }
 
 /// Release the lock, bounded by the Redis timeout; a failure is a warning (the key expires by
-/// itself). Returns what the release found, if it got an answer.
-fn release(lock: &mut dyn Lock, grant: &Grant, cfg: &RunConfig, out: &Output) -> Option<Ownership> {
+/// itself). After a run that `succeeded`, a lock taken with an interval stays taken until it
+/// has passed. Returns what the release found, if it got an answer.
+fn release(
+    lock: &mut dyn Lock,
+    grant: &Grant,
+    cfg: &RunConfig,
+    succeeded: bool,
+    out: &Output,
+) -> Option<Ownership> {
     let key = output::quote(cfg.take.name.key());
-    let released = lock.release(&grant.token, &Budget::within(cfg.take.topology.timeout()));
+    let budget = Budget::within(cfg.take.topology.timeout());
+    let released = lock.release_after(&grant.token, succeeded, &budget);
     crate::commands::warn_failed_nodes(lock, out);
     match released {
         Ok(ownership) => {
-            out.verbose(Ev::Released, format!("released lock {key}"));
+            let after = cfg.take.after;
+            if succeeded && (after.min_interval.is_some() || after.cooldown.is_some()) {
+                out.verbose(
+                    Ev::Released,
+                    format!(
+                        "released lock {key}; it stays taken until {} has passed",
+                        interval_words(after)
+                    ),
+                );
+            } else {
+                out.verbose(Ev::Released, format!("released lock {key}"));
+            }
             Some(ownership)
         }
         Err(e) => {
@@ -291,6 +317,21 @@ fn release(lock: &mut dyn Lock, grant: &Grant, cfg: &RunConfig, out: &Output) ->
             None
         }
     }
+}
+
+/// `--min-interval 1h (from the start of the run)`, in words.
+fn interval_words(after: lock::AfterRun) -> String {
+    let mut words = Vec::new();
+    if let Some(d) = after.min_interval {
+        words.push(format!(
+            "--min-interval {} from the start of the run",
+            output::duration(d)
+        ));
+    }
+    if let Some(d) = after.cooldown {
+        words.push(format!("--cooldown {} from its end", output::duration(d)));
+    }
+    words.join(" and ")
 }
 
 /// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.

@@ -37,6 +37,7 @@ pub fn take(
                 Queueing::Join
             },
             polls: false,
+            after: cfg.after,
         },
         policy: cfg.wait,
         timeout: cfg.topology.timeout(),
@@ -73,14 +74,13 @@ pub fn take(
             } else {
                 format!(" after waiting {}", output::duration(waited))
             };
-            let who = held
-                .as_ref()
-                .map(|h| format!(" ({})", h.summary()))
-                .unwrap_or_default();
-            let mut message = format!(
-                "lock {key} is busy{who}; gave up{after} (exit {})",
-                cfg.busy_exit
-            );
+            let what = match &held {
+                // Kept taken after a run that succeeded (--min-interval, --cooldown).
+                Some(h) if h.first.cooldown.is_some() => h.summary(),
+                Some(h) => format!("is busy ({})", h.summary()),
+                None => "is busy".to_owned(),
+            };
+            let mut message = format!("lock {key} {what}; gave up{after} (exit {})", cfg.busy_exit);
             if let Some(left) = left_behind(residue, &key) {
                 message.push_str("; ");
                 message.push_str(&left);

@@ -36,17 +36,20 @@ pub fn renew(
     )
 }
 
-/// Release the lock.
+/// Release the lock: the work done under it is over, and succeeded unless `failed` (a lock
+/// acquired with `--min-interval` or `--cooldown` then stays taken until the interval has
+/// passed).
 pub fn release(
     topology: Topology,
     name: LockName,
     token: Token,
+    failed: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
     let key = output::quote(name.key());
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name, &topology);
-    let result = lock.release(&token, &budget);
+    let result = lock.release_after(&token, !failed, &budget);
     crate::commands::warn_failed_nodes(lock.as_mut(), out);
     finish(
         result,

@@ -176,6 +176,8 @@ impl World {
                 held_for: None,
                 token: None,
                 fence: None,
+                slot: None,
+                cooldown: None,
             },
             count: self.holders.len() as u32,
             limit: self.limit.max(1),
@@ -255,6 +257,7 @@ impl Lock for FakeLock {
                     ttl: request.claim,
                 },
                 fence,
+                slot: (limit > 1).then_some(0),
             });
         }
         if w.superseded.iter().any(|t| t == token) {
@@ -287,6 +290,7 @@ impl Lock for FakeLock {
                     ttl: request.claim,
                 },
                 fence,
+                slot: (limit > 1).then_some(0),
             });
         }
         if request.queueing == Queueing::Try {
@@ -341,6 +345,8 @@ impl Lock for FakeLock {
                     held_for: None,
                     token: Some(t.clone()),
                     fence: None,
+                    slot: None,
+                    cooldown: None,
                 })
                 .collect(),
             limit: w.limit,
@@ -372,7 +378,12 @@ impl Lock for FakeLock {
         }
     }
 
-    fn release(&mut self, token: &Token, _budget: &Budget) -> Result<Ownership, BackendError> {
+    fn release_after(
+        &mut self,
+        token: &Token,
+        _succeeded: bool,
+        _budget: &Budget,
+    ) -> Result<Ownership, BackendError> {
         let mut w = self.world();
         Ok(if w.release(token.as_str(), Instant::now()) {
             Ownership::Held

@@ -237,11 +237,61 @@ pub struct HeldBy {
     pub token: Option<String>,
     /// Its fencing token, when distlock granted it.
     pub fence: Option<u64>,
+    /// A semaphore holder's slot index (`DISTLOCK_SLOT`).
+    pub slot: Option<u32>,
+    /// The run is over and succeeded, and the mutex stays taken until an interval has passed:
+    /// it is free when `ttl` runs out.
+    pub cooldown: Option<CoolDown>,
+}
+
+/// A mutex kept taken after its run succeeded (`--min-interval`, `--cooldown`): what the owner
+/// hash says (`ended_at`, `min_interval_ms`, `cooldown_ms`), as durations on the Redis server's
+/// clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoolDown {
+    /// How long ago the run ended.
+    pub ended_ago: Duration,
+    /// `--min-interval` of that run (counted from its start).
+    pub min_interval: Option<Duration>,
+    /// `--cooldown` of that run (counted from its end).
+    pub cooldown: Option<Duration>,
+}
+
+impl CoolDown {
+    /// The flags that keep it taken, as the user wrote them: `--min-interval 1h`.
+    pub fn flags(&self) -> String {
+        let mut flags = Vec::new();
+        if let Some(d) = self.min_interval {
+            flags.push(format!("--min-interval {}", crate::output::duration(d)));
+        }
+        if let Some(d) = self.cooldown {
+            flags.push(format!("--cooldown {}", crate::output::duration(d)));
+        }
+        flags.join(", ")
+    }
 }
 
 impl HeldBy {
     /// One line for humans: who, for how long, and until when.
     pub fn summary(&self) -> String {
+        if let (Some(cool), HolderTtl::Expires(left)) = (&self.cooldown, self.ttl) {
+            use crate::output::duration;
+            let who = self
+                .holder
+                .as_ref()
+                .map_or_else(|| "an unnamed holder".to_owned(), |h| h.summary());
+            let started = self
+                .held_for
+                .map(|d| format!("started {} ago and ", duration(d)))
+                .unwrap_or_default();
+            return format!(
+                "ran recently: the last run, by {who}, {started}ended {} ago; the next may \
+                 start in {} ({})",
+                duration(cool.ended_ago),
+                duration(left),
+                cool.flags()
+            );
+        }
         let who = match &self.holder {
             Some(holder) => format!("held by {}", holder.summary()),
             None => "held by another client (it stores no distlock metadata)".to_owned(),

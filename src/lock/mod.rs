@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 
-pub use holder::{HeldBy, Holder};
+pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
 
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
@@ -95,6 +95,8 @@ pub struct Grant {
     pub fence: u64,
     /// Until when it is certainly ours.
     pub validity: Validity,
+    /// A semaphore slot's index (see [`Answer::Granted`]).
+    pub slot: Option<u32>,
 }
 
 /// How an attempt relates to the line of waiters.
@@ -107,6 +109,17 @@ pub enum Queueing {
     Join,
     /// As `Join`, and cancel every waiter that joined before us (`--supersede`).
     Supersede,
+}
+
+/// How long a mutex stays taken after a run that succeeded (`--min-interval`, `--cooldown`):
+/// the later of its start plus `min_interval` and its end plus `cooldown` (see
+/// `lua/common.lua`). Stored with the lock, so that whoever releases it applies it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AfterRun {
+    /// Counted from the start of the run.
+    pub min_interval: Option<Duration>,
+    /// Counted from its end.
+    pub cooldown: Option<Duration>,
 }
 
 /// What to ask for in one acquire attempt.
@@ -128,6 +141,8 @@ pub struct Request<'a> {
     /// hands it the lock; it takes a free lock when it finds one, after every waiter ahead of
     /// it that waits to be handed the lock.
     pub polls: bool,
+    /// How long the lock stays taken after a run that succeeded.
+    pub after: AfterRun,
 }
 
 /// Who holds a busy lock, as an attempt sees it.
@@ -170,6 +185,9 @@ pub enum Answer {
         validity: Validity,
         /// The fencing token.
         fence: u64,
+        /// A semaphore slot's index, from 0 to N-1: no other holder has it while we do
+        /// (`DISTLOCK_SLOT`); `None` for a mutex.
+        slot: Option<u32>,
     },
     /// Someone else holds it; we took no place in line.
     Busy(Holders),
@@ -392,7 +410,19 @@ pub trait Lock: Send {
     /// Release the lock (or our slot), only if `token` holds it, and hand it to the next in
     /// line or wake the waiters. (`break` passes the token it saw when it showed the holder, so
     /// that it never breaks a newer holder.)
-    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError>;
+    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
+        self.release_after(token, false, budget)
+    }
+
+    /// As [`Lock::release`], after the work done under the lock: when it `succeeded`, a
+    /// mutex taken with an [`AfterRun`] stays taken (by `token`, with `ended_at` and
+    /// `cooldown_until` in its owner hash) until the interval has passed.
+    fn release_after(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> Result<Ownership, BackendError>;
 
     /// Release `token` on every node that holds it, whatever the others say, and return on
     /// how many it was held (and so released). [`Lock::release`] answers for the lock (not

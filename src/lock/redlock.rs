@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use super::single::{
     ACQUIRE, HOLDS, INSPECT, RELEASE, RENEW, acquire_args, decode_answer, decode_state, millis,
-    ownership,
+    ownership, release_args,
 };
 use super::{
     Answer, Answering, Extended, LockName, LockState, NodeFailure, NodeView, Ownership, Queueing,
@@ -248,9 +248,9 @@ impl Redlock {
     /// ever applies it, the release follows at once (Redis runs one connection's requests in
     /// order). A stopped minority thus costs one per-node timeout per acquire, not one more per
     /// release. Where that cannot be done (no such connection is left), it is asked live.
-    fn release_all(&mut self, token: &Token, budget: &Budget) -> Released {
+    fn release_all(&mut self, token: &Token, succeeded: bool, budget: &Budget) -> Released {
         let keys = self.name.keys();
-        let args = [token.as_str().as_bytes().to_vec()];
+        let args = release_args(token, succeeded);
         let mut live = vec![true; self.nodes.len()];
         for (i, worker) in self.nodes.iter_mut().enumerate() {
             if !self.stuck[i] || worker.left_requests_behind() {
@@ -272,7 +272,7 @@ impl Redlock {
                 self.stuck[i] = false;
             }
         }
-        let said = self.ask_some(&live, &RELEASE, &[token.as_str().into()], budget);
+        let said = self.ask_some(&live, &RELEASE, &args, budget);
         let mut released = Released {
             answered: 0,
             held: 0,
@@ -419,12 +419,16 @@ impl super::Lock for Redlock {
                     .count();
             }
             if level >= quorum && validity.earliest_expiry() > Instant::now() {
-                return Ok(Answer::Granted { validity, fence });
+                return Ok(Answer::Granted {
+                    validity,
+                    fence,
+                    slot: None,
+                });
             }
         }
         // Not ours: give back what some nodes granted (or may have), everywhere, before waiting.
         let release_budget = Budget::within(self.node_timeout);
-        self.release_all(request.token, &release_budget);
+        self.release_all(request.token, false, &release_budget);
         if let Some(conflict) = conflict {
             return Ok(Answer::Conflict(conflict));
         }
@@ -449,7 +453,7 @@ impl super::Lock for Redlock {
         if !self.touched.iter().any(|t| *t) {
             return Residue::Nothing;
         }
-        self.release_all(token, budget);
+        self.release_all(token, false, budget);
         if self.touched.iter().any(|t| *t) {
             Residue::MayRemain(claim)
         } else {
@@ -607,8 +611,13 @@ impl super::Lock for Redlock {
         Err(self.no_quorum(errors, answered))
     }
 
-    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
-        let released = self.release_all(token, budget);
+    fn release_after(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> Result<Ownership, BackendError> {
+        let released = self.release_all(token, succeeded, budget);
         // Not held only when a quorum says so; held as soon as any node held it (a majority of
         // holders, or too few answers to rule it out).
         if released.answered - released.held >= self.quorum() {
@@ -621,7 +630,7 @@ impl super::Lock for Redlock {
     }
 
     fn release_anywhere(&mut self, token: &Token, budget: &Budget) -> Result<usize, BackendError> {
-        let released = self.release_all(token, budget);
+        let released = self.release_all(token, false, budget);
         // Nowhere only when a majority answered (the others may hold it).
         if released.held == 0 && released.answered < self.quorum() {
             return Err(self.no_quorum(released.errors, released.answered));

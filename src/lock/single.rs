@@ -22,8 +22,8 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use super::{
-    Answer, Conflict, Extended, HeldBy, HolderTtl, Holders, Lock, LockName, LockState, Ownership,
-    Queueing, Request, Residue, Token, Use, Validity, Waiting,
+    Answer, Conflict, CoolDown, Extended, HeldBy, HolderTtl, Holders, Lock, LockName, LockState,
+    Ownership, Queueing, Request, Residue, Token, Use, Validity, Waiting,
 };
 use crate::backend::{
     BackendError, Budget, Connector, Notice, Reply, Script, Subscription, Unreplicated, Worker,
@@ -61,10 +61,32 @@ pub const REFRESH: Duration = Duration::from_secs(2);
 /// wake-up was lost still takes up its turn.
 pub const TAKEUP: Duration = Duration::from_secs(3);
 
+/// What a grant holds, which decides the keys its renewals declare (see `lua/renew.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// The mutex: its key and its owner hash.
+    Mutex,
+    /// A semaphore slot: the slots and holders of the semaphore.
+    Slot,
+}
+
+impl Held {
+    /// The keys a renewal of this kind declares (and touches).
+    fn keys(self, name: &LockName) -> Vec<String> {
+        let [lock, owner, _, _, _, _, slots, holders, _] = name.keys();
+        match self {
+            Held::Mutex => vec![lock, owner],
+            Held::Slot => vec![slots, holders],
+        }
+    }
+}
+
 /// A lock on one Redis server.
 pub struct SingleNode {
     name: LockName,
     worker: Worker,
+    /// What our last grant holds (`None` before one: `renew --token` tries both kinds).
+    held: Option<Held>,
     /// An acquire request whose reply was lost on a connection that broke: if it was applied,
     /// only a release on a live connection can undo it (a request whose reply timed out keeps
     /// its connection, and a release written behind it covers it).
@@ -81,20 +103,31 @@ impl SingleNode {
         SingleNode {
             name,
             worker,
+            held: None,
             uncovered: false,
             joined: false,
         }
     }
 
-    /// Run `script` (every one of ours is idempotent for the same arguments, so it may be sent
-    /// again when its reply is lost).
+    /// Run `script` with every key of the lock (every one of ours is idempotent for the same
+    /// arguments, so it may be sent again when its reply is lost).
     fn eval(
         &mut self,
         script: &'static LazyLock<Script>,
         args: Vec<Vec<u8>>,
         budget: &Budget,
     ) -> Result<Vec<Reply>, BackendError> {
-        let keys = self.name.keys();
+        self.eval_keys(script, self.name.keys().to_vec(), args, budget)
+    }
+
+    /// As [`SingleNode::eval`], declaring only `keys`.
+    fn eval_keys(
+        &mut self,
+        script: &'static LazyLock<Script>,
+        keys: Vec<String>,
+        args: Vec<Vec<u8>>,
+        budget: &Budget,
+    ) -> Result<Vec<Reply>, BackendError> {
         // Behind Sentinel, a write on a connection opened earlier asks the sentinels first
         // whether a failover happened since: the old primary accepts writes for a while after
         // it (and loses them); a lock taken there excludes nobody, a renewal there keeps the
@@ -129,15 +162,24 @@ impl SingleNode {
             cancel: budget.cancel.clone(),
         };
         let acked = self.worker.call(&wait, false, move |node, deadline| {
-            node.wait_replicas(wanted, within, deadline)
+            let acked = node.wait_replicas(wanted, within, deadline)?;
+            // Too few: say whether replicas are still syncing (right after a full resync,
+            // which acknowledges nothing until it is done).
+            let syncing = if acked < wanted {
+                node.syncing_replicas(deadline)
+            } else {
+                Vec::new()
+            };
+            Ok((acked, syncing))
         });
         match acked {
-            Ok(acked) if acked >= wanted => Ok(()),
-            Ok(acked) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
+            Ok((acked, _)) if acked >= wanted => Ok(()),
+            Ok((acked, syncing)) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
                 acked,
                 wanted,
                 within,
                 detail: None,
+                syncing,
             }))),
             Err(BackendError::Interrupted { .. }) => Err(BackendError::Interrupted { sent: true }),
             Err(e) => Err(BackendError::NotReplicated(Box::new(Unreplicated {
@@ -145,6 +187,7 @@ impl SingleNode {
                 wanted,
                 within,
                 detail: Some(e.to_string()),
+                syncing: Vec::new(),
             }))),
         }
     }
@@ -157,11 +200,12 @@ impl SingleNode {
     fn release_everywhere(
         &mut self,
         token: &Token,
-        live: bool,
+        (live, succeeded): (bool, bool),
         budget: &Budget,
     ) -> Result<(bool, Option<Ownership>), BackendError> {
         let keys = self.name.keys();
-        let args = [token.as_str().as_bytes().to_vec()];
+        let args = release_args(token, succeeded);
+        let again = args.clone();
         let (reply, behind) = self.worker.call(budget, true, move |node, deadline| {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -178,7 +222,7 @@ impl SingleNode {
             // Releasing twice is harmless: the second finds nothing and changes nothing. A lost
             // first reply followed by "not ours" most likely means the first one did it.
             Some(Err(e)) if e.maybe_applied() && !budget.remaining().is_zero() => {
-                let again = self.eval(&RELEASE, vec![token.as_str().into()], budget)?;
+                let again = self.eval(&RELEASE, again, budget)?;
                 Ok((
                     behind,
                     Some(match ownership(&again)? {
@@ -239,6 +283,13 @@ impl Lock for SingleNode {
             other => other?,
         };
         let answer = decode_answer(&reply, anchor, request.claim)?;
+        if let Answer::Granted { .. } = answer {
+            self.held = Some(if request.limit > 1 {
+                Held::Slot
+            } else {
+                Held::Mutex
+            });
+        }
         if let (Answer::Granted { .. }, Some((wanted, within))) =
             (&answer, self.worker.connector().replicas())
         {
@@ -263,7 +314,7 @@ impl Lock for SingleNode {
         } else {
             claim
         };
-        match self.release_everywhere(token, live, budget) {
+        match self.release_everywhere(token, (live, false), budget) {
             Ok((true, Some(_))) => Residue::Nothing,
             Ok((true, None)) if !live => Residue::Nothing,
             _ => Residue::MayRemain(lingers),
@@ -290,12 +341,20 @@ impl Lock for SingleNode {
         ttl: Duration,
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
-        let anchor = Instant::now();
+        let mut anchor = Instant::now();
         let args = vec![
             token.as_str().as_bytes().to_vec(),
             millis(ttl).to_string().into_bytes(),
         ];
-        let reply = self.eval(&RENEW, args, budget)?;
+        // Declaring only what it touches, a renewal goes through a Cluster slot migration.
+        // Without a grant of ours to tell which it holds (`renew --token`), the mutex is
+        // tried first, then the slot.
+        let kind = self.held.unwrap_or(Held::Mutex);
+        let mut reply = self.eval_keys(&RENEW, kind.keys(&self.name), args.clone(), budget)?;
+        if self.held.is_none() && reply.as_slice() == [Reply::Int(0)] {
+            anchor = Instant::now();
+            reply = self.eval_keys(&RENEW, Held::Slot.keys(&self.name), args, budget)?;
+        }
         match reply.as_slice() {
             [Reply::Int(1), Reply::Int(applied)] => {
                 // --replicas: an extension the replicas do not have does not count (the kill
@@ -313,8 +372,13 @@ impl Lock for SingleNode {
         }
     }
 
-    fn release(&mut self, token: &Token, budget: &Budget) -> Result<Ownership, BackendError> {
-        match self.release_everywhere(token, true, budget)? {
+    fn release_after(
+        &mut self,
+        token: &Token,
+        succeeded: bool,
+        budget: &Budget,
+    ) -> Result<Ownership, BackendError> {
+        match self.release_everywhere(token, (true, succeeded), budget)? {
             (_, Some(found)) => Ok(found),
             (_, None) => Ok(Ownership::NotHeld),
         }
@@ -324,6 +388,7 @@ impl Lock for SingleNode {
         Box::new(SingleNode {
             name: self.name.clone(),
             worker: Worker::inline(&self.worker.connector().with_timeout(timeout)),
+            held: self.held,
             uncovered: false,
             joined: false,
         })
@@ -363,6 +428,15 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         b"ttl_ms".to_vec(),
         millis(request.ttl).to_string().into_bytes(),
     ];
+    for (name, interval) in [
+        ("min_interval_ms", request.after.min_interval),
+        ("cooldown_ms", request.after.cooldown),
+    ] {
+        if let Some(interval) = interval {
+            args.push(name.as_bytes().to_vec());
+            args.push(millis(interval).to_string().into_bytes());
+        }
+    }
     if request.polls {
         args.push(b"polls".to_vec());
         args.push(b"1".to_vec());
@@ -372,6 +446,19 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         args.push(value.into_bytes());
     }
     args
+}
+
+/// The arguments of `lua/release.lua`: the token, and whether the work succeeded (`1`: a mutex
+/// taken with an interval then cools down).
+pub(super) fn release_args(token: &Token, succeeded: bool) -> Vec<Vec<u8>> {
+    vec![
+        token.as_str().as_bytes().to_vec(),
+        if succeeded {
+            b"1".to_vec()
+        } else {
+            b"0".to_vec()
+        },
+    ]
 }
 
 /// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for,
@@ -447,6 +534,12 @@ pub(super) fn decode_answer(
         [Reply::Int(1), Reply::Int(fence)] => Ok(Answer::Granted {
             validity: Validity { anchor, ttl: claim },
             fence: fence.unsigned_abs(),
+            slot: None,
+        }),
+        [Reply::Int(1), Reply::Int(fence), Reply::Int(slot)] => Ok(Answer::Granted {
+            validity: Validity { anchor, ttl: claim },
+            fence: fence.unsigned_abs(),
+            slot: u32::try_from(*slot).ok(),
         }),
         [
             Reply::Int(0),
@@ -593,9 +686,19 @@ fn held_by(token: Option<String>, pttl: i64, now_ms: i64, meta: &[Reply]) -> Hel
         .find(|(name, _)| name == "fence")
         .and_then(|(_, v)| v.parse().ok());
     let (holder, acquired_at) = Holder::from_fields(&fields);
-    let held_for = acquired_at.and_then(|at| {
-        let now = u64::try_from(now_ms).ok()?;
-        Some(Duration::from_millis(now.saturating_sub(at)))
+    let now = u64::try_from(now_ms).ok();
+    let held_for = acquired_at.and_then(|at| Some(Duration::from_millis(now?.saturating_sub(at))));
+    let number = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+    };
+    let ms = |name: &str| number(name).filter(|ms| *ms > 0).map(Duration::from_millis);
+    let cooldown = number("ended_at").map(|ended| CoolDown {
+        ended_ago: Duration::from_millis(now.unwrap_or(ended).saturating_sub(ended)),
+        min_interval: ms("min_interval_ms"),
+        cooldown: ms("cooldown_ms"),
     });
     HeldBy {
         ttl,
@@ -603,6 +706,8 @@ fn held_by(token: Option<String>, pttl: i64, now_ms: i64, meta: &[Reply]) -> Hel
         held_for,
         token,
         fence,
+        slot: number("slot").and_then(|n| u32::try_from(n).ok()),
+        cooldown,
     }
 }
 

@@ -64,6 +64,7 @@ events! {
     Reentered = "reentered", "nested run under its parent's lock (-v)";
     Interrupted = "interrupted", "a signal ended the wait, or the start";
     Held = "held", "acquire: held until the TTL ends (-v)";
+    HandOverFailed = "hand-over-failed", "acquire: token not handed over (74)";
     // Running the command under the lock.
     Started = "started", "the command started (-v)";
     Forwarded = "forwarded", "a signal was passed to the command (-v)";

@@ -555,6 +555,8 @@ mod tests {
             held_for: None,
             token: None,
             fence: None,
+            slot: None,
+            cooldown: None,
         };
         let msg = Msg::new(format!("cannot reach redis://:{secret}@h"))
             .holder(&held)

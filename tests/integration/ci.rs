@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -131,7 +132,7 @@ fn a_token_that_cannot_be_handed_over_is_released() {
     let redis = Redis::start();
     // Writing fails after the lock was taken: it must not stay behind.
     let out = run(distlock(&redis).args(["acquire", "-k", "full", "--env-file", "/dev/full"]));
-    assert_eq!(out.status.code(), Some(70), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(74), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains("cannot write to --env-file \"/dev/full\"")
@@ -140,6 +141,62 @@ fn a_token_that_cannot_be_handed_over_is_released() {
     );
     assert!(!redis.exists(&lock_key("full")));
     assert!(out.stdout.is_empty());
+
+    // The token on a stdout that is closed (`>&-`), on a full disk, or on a pipe nobody reads.
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    drop(read_end);
+    type Opener = Box<dyn Fn() -> Stdio>;
+    let stdouts: [(&str, Opener, &str); 3] = [
+        ("closed", Box::new(Stdio::null), "stdout is closed"),
+        (
+            "full",
+            Box::new(|| Stdio::from(std::fs::File::create("/dev/full").unwrap())),
+            "No space left on device",
+        ),
+        (
+            "broken",
+            Box::new(move || Stdio::from(write_end.try_clone().unwrap())),
+            "Broken pipe",
+        ),
+    ];
+    for (how, stdout, said) in stdouts {
+        let key = format!("stdout-{how}");
+        let mut cmd = distlock(&redis);
+        cmd.args(["acquire", "-k", &key]).stdout(stdout());
+        if how == "closed" {
+            // SAFETY: close(2) between fork and exec, on the child's own descriptor table.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::close(1);
+                    Ok(())
+                });
+            }
+        }
+        let out = cmd.stderr(Stdio::piped()).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(74), "{how}: {err}");
+        assert!(
+            err.contains("cannot print the token")
+                && err.contains(said)
+                && err.contains(&format!("lock \"{key}\" was released")),
+            "{how}: {err}"
+        );
+        assert!(!redis.exists(&lock_key(&key)), "{how}: the lock stayed");
+    }
+    // A token thrown away on purpose (`>/dev/null`) is the user's choice.
+    let out = distlock(&redis)
+        .args(["acquire", "-k", "devnull", "--ttl", "5s"])
+        .stdout(Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap(),
+        ))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(redis.exists(&lock_key("devnull")));
 
     // What can be known before waiting is refused before waiting, and nothing is acquired.
     let dir = Scratch::new();

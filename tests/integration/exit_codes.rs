@@ -327,6 +327,24 @@ fn errors_name_the_environment_variable_a_value_came_from() {
             &["run", "-k", "k", "--", "true"],
             "REDIS_URL (from the environment): the Redis URL has scheme",
         ),
+        // One bad URL among several: every accepted form is shown, Sentinel and Cluster too.
+        (
+            &[("DISTLOCK_REDIS_URL", "redis://127.0.0.1:1")],
+            &[
+                "--redis",
+                "redis://127.0.0.1:1",
+                "--redis",
+                "http://u:hunter2@h",
+                "status",
+                "-k",
+                "k",
+            ],
+            "URL 2 of 2: the Redis URL has scheme \"http\"; use \
+             redis://[USER:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS, unix:///PATH), several \
+             such URLs for a Redlock, \
+             redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB], or \
+             redis+cluster://HOST:PORT[,HOST:PORT...]",
+        ),
     ];
     for (env, args, expected) in cases {
         let mut cmd = bare_distlock();
@@ -370,6 +388,18 @@ fn help_and_version_exit_0_and_document_exit_codes() {
         );
     }
     assert!(help.contains("distlock COMMAND --help"), "{help}");
+    // An environment variable that is not set is named without a value (clap would show
+    // `[env: DISTLOCK_TTL=]`, as if it were set to nothing); one that is set shows its value,
+    // except the URL and the token, which may hold secrets.
+    let out = run(bare_distlock()
+        .env("DISTLOCK_WAIT", "5s")
+        .env("DISTLOCK_REDIS_URL", "redis://:hunter2@h")
+        .args(["run", "--help"]));
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("[env: DISTLOCK_TTL]"), "{help}");
+    assert!(help.contains("[env: DISTLOCK_WAIT=5s]"), "{help}");
+    assert!(help.contains("[env: DISTLOCK_REDIS_URL]"), "{help}");
+    assert!(!help.contains("=]") && !help.contains("hunter2"), "{help}");
     let out = run(bare_distlock().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(

@@ -8,6 +8,7 @@ mod util;
 mod chaos;
 mod ci;
 mod cluster;
+mod cron;
 mod exclusion;
 mod exit_codes;
 mod faults;

@@ -170,3 +170,42 @@ fn replicas_and_a_redlock_do_not_mix() {
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     assert!(stderr(&out).contains("--replicas"), "{}", stderr(&out));
 }
+
+/// A replica that is still syncing (its full sync held back by a long diskless-sync delay)
+/// acknowledges nothing: the refusal says so, and what to wait for.
+#[test]
+fn a_replica_that_is_still_syncing_is_named_as_such() {
+    let primary = Redis::options()
+        .args(&["--repl-diskless-sync-delay", "30"])
+        .start();
+    let _replica = Redis::options()
+        .args(&["--replicaof", "127.0.0.1", &primary.port().to_string()])
+        .start();
+    wait_until("the replica to ask for its sync", || {
+        let info: String = primary.cmd(&["INFO", "replication"]);
+        info.contains("state=wait_bgsave")
+    });
+    let out = run(distlock(&primary).args([
+        "run",
+        "-k",
+        "syncing",
+        "--replicas",
+        "1",
+        "--replicas-timeout",
+        "100ms",
+        "--",
+        "echo",
+        "ran",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command must not run");
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "only 0 of the 1 replica required acknowledged the write within 100ms \
+             (a replica is still syncing with the primary: state wait_bgsave)"
+        ) && err.contains("try again once the replicas have synced"),
+        "{err}"
+    );
+    assert!(!primary.exists(&lock_key("syncing")));
+}

@@ -237,6 +237,14 @@ fn assert_refused(cmd: &mut Command) -> Output {
         "{}",
         stderr(&out)
     );
+    // The hint shows the URL form the user gave (every URL here is a TLS one).
+    assert!(
+        stderr(&out).contains("://[USER]:PASSWORD@HOST")
+            && stderr(&out).contains("rediss")
+            && !stderr(&out).contains("redis://[USER]"),
+        "{}",
+        stderr(&out)
+    );
     out
 }
 

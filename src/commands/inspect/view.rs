@@ -148,6 +148,13 @@ impl<'a> View<'a> {
         Some(humantime::format_rfc3339_seconds(at).to_string())
     }
 
+    /// When something due in `d` (on the Redis server's clock) will happen, as RFC 3339.
+    fn until(&self, d: Duration) -> Option<String> {
+        let now = self.now.duration_since(UNIX_EPOCH).ok()?;
+        let at = UNIX_EPOCH + Duration::from_secs((now + d).as_secs());
+        Some(humantime::format_rfc3339_seconds(at).to_string())
+    }
+
     /// Several lines about the lock, for people (`status`, and `break` before its question).
     pub fn text(&self) -> String {
         let key = output::quote(self.name.key());
@@ -156,6 +163,12 @@ impl<'a> View<'a> {
         }
         let mut text = match (self.holders.as_slice(), self.is_semaphore()) {
             ([], _) => format!("lock {key} is free\n"),
+            ([only], false) if only.held.cooldown.is_some() => {
+                // Kept taken after a run that succeeded: nobody may take it until it expires.
+                let mut text = format!("lock {key} is cooling down (it ran recently)\n");
+                self.holder_rows(&mut text, only, false);
+                text
+            }
             ([only], false) => {
                 let mut text = format!("lock {key} is held\n");
                 self.holder_rows(&mut text, only, false);
@@ -258,20 +271,57 @@ impl<'a> View<'a> {
                 "another client (it stores no distlock metadata)".into(),
             ),
         }
-        if let Some(held_for) = held.held_for {
-            let since = self
-                .since(held_for)
-                .map(|a| format!(" (since {a})"))
-                .unwrap_or_default();
-            row("held for", format!("{}{since}", output::duration(held_for)));
+        if let Some(slot) = held.slot {
+            row("slot", slot.to_string());
         }
-        row(
-            "expires",
-            match held.ttl {
-                HolderTtl::Expires(d) => format!("in {} unless renewed", output::duration(d)),
-                HolderTtl::Never => "never (set without expiry)".into(),
-            },
-        );
+        if let (Some(cool), HolderTtl::Expires(left)) = (&held.cooldown, held.ttl) {
+            // The run is over: when it started and ended, and when the next may start.
+            if let Some(ran_for) = held.held_for {
+                let since = self
+                    .since(ran_for)
+                    .map(|a| format!(" (at {a})"))
+                    .unwrap_or_default();
+                row(
+                    "started",
+                    format!("{} ago{since}", output::duration(ran_for)),
+                );
+            }
+            let ended = self
+                .since(cool.ended_ago)
+                .map(|a| format!(" (at {a})"))
+                .unwrap_or_default();
+            row(
+                "ended",
+                format!("{} ago{ended}", output::duration(cool.ended_ago)),
+            );
+            let free_at = self
+                .until(left)
+                .map(|a| format!(" (at {a})"))
+                .unwrap_or_default();
+            row(
+                "next run",
+                format!(
+                    "may start in {}{free_at}: {}",
+                    output::duration(left),
+                    cool.flags()
+                ),
+            );
+        } else {
+            if let Some(held_for) = held.held_for {
+                let since = self
+                    .since(held_for)
+                    .map(|a| format!(" (since {a})"))
+                    .unwrap_or_default();
+                row("held for", format!("{}{since}", output::duration(held_for)));
+            }
+            row(
+                "expires",
+                match held.ttl {
+                    HolderTtl::Expires(d) => format!("in {} unless renewed", output::duration(d)),
+                    HolderTtl::Never => "never (set without expiry)".into(),
+                },
+            );
+        }
         if let Some(fence) = held.fence {
             row("fence", fence.to_string());
         }
@@ -340,6 +390,7 @@ impl<'a> View<'a> {
             acquired_at: first.and_then(|h| self.since(h.held_for?)),
             holder: first.and_then(|h| h.holder.as_deref()).map(holder_json),
             fence: first.and_then(|h| h.fence),
+            cooldown: first.and_then(|h| self.cooldown_json(h)),
             limit: self.limit,
             holders: self
                 .holders
@@ -350,6 +401,7 @@ impl<'a> View<'a> {
                     held_for_ms: shown.held.held_for.map(millis),
                     acquired_at: shown.held.held_for.and_then(|d| self.since(d)),
                     fence: shown.held.fence,
+                    slot: shown.held.slot,
                     holder: shown.held.holder.as_deref().map(holder_json),
                 })
                 .collect(),
@@ -377,6 +429,21 @@ impl<'a> View<'a> {
                     .collect()
             }),
         }
+    }
+
+    /// A mutex cooling down after its run, for JSON.
+    fn cooldown_json(&self, held: &HeldBy) -> Option<CooldownJson> {
+        let cool = held.cooldown?;
+        Some(CooldownJson {
+            ended_ms_ago: millis(cool.ended_ago),
+            ended_at: self.since(cool.ended_ago),
+            next_at: match held.ttl {
+                HolderTtl::Expires(left) => self.until(left),
+                HolderTtl::Never => None,
+            },
+            min_interval_ms: cool.min_interval.map(millis),
+            cooldown_ms: cool.cooldown.map(millis),
+        })
     }
 
     /// The row of `list`: key, holder(s), held for, expires in, waiting, command or note (not
@@ -422,9 +489,17 @@ impl<'a> View<'a> {
                 Some(HolderTtl::Never) => "never".into(),
             },
             self.waiters.len().to_string(),
-            holder
-                .and_then(|h| h.note.clone().or_else(|| h.command.clone()))
-                .unwrap_or_default(),
+            format!(
+                "{}{}",
+                if first.is_some_and(|h| h.cooldown.is_some()) {
+                    "(cooling down) "
+                } else {
+                    ""
+                },
+                holder
+                    .and_then(|h| h.note.clone().or_else(|| h.command.clone()))
+                    .unwrap_or_default()
+            ),
         ]
     }
 }
@@ -511,6 +586,10 @@ pub struct LockJson<'a> {
     holder: Option<HolderJson<'a>>,
     /// The fencing token of the (first) holder; null when free or granted by another client.
     fence: Option<u64>,
+    /// A mutex kept taken after its run succeeded (--min-interval, --cooldown); absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cooldown: Option<CooldownJson>,
     /// 1 for a mutex, N for a semaphore, 0 when free.
     limit: u32,
     /// Every holder, oldest grant first.
@@ -543,7 +622,22 @@ struct HeldJson<'a> {
     held_for_ms: Option<u64>,
     acquired_at: Option<String>,
     fence: Option<u64>,
+    /// A semaphore holder's slot index (DISTLOCK_SLOT); absent for a mutex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
     holder: Option<HolderJson<'a>>,
+}
+
+/// When the last run ended, and when the next may start (both RFC 3339, our clock).
+#[derive(Serialize)]
+struct CooldownJson {
+    ended_ms_ago: u64,
+    ended_at: Option<String>,
+    next_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cooldown_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -592,6 +686,8 @@ mod tests {
             held_for: Some(Duration::from_secs(held_for)),
             token: Some(token.into()),
             fence: Some(fence),
+            slot: None,
+            cooldown: None,
         }
     }
 

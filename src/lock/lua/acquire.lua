@@ -7,7 +7,7 @@
 -- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, and
 -- fence_floor, the least fence a Redlock wants, which is not stored).
 -- Replies:
---   {1, fence}                                          granted
+--   {1, fence[, slot]}                                  granted (slot: a semaphore's index)
 --   {0, pttl, now_ms, holder, holders, limit, waiting}  busy (try)
 --   {2, pttl, now_ms, holder, holders, limit, waiting, position}   in line (1 = first)
 --   {3, superseder}                                     cancelled by a newer waiter
@@ -61,7 +61,7 @@ if slot then
     expire_with(SLOTS, {SLOTS, HOLDERS})
   end
   leave_queue(token)
-  return {1, tonumber(held.fence or '0') or 0}
+  return {1, tonumber(held.fence or '0') or 0, tonumber(held.slot or '0') or 0}
 end
 
 -- Cancelled by a newer waiter (--supersede).
@@ -112,7 +112,8 @@ else
   local free = limit - redis.call('ZCARD', SLOTS)
   if free > 0 then
     if ahead_of(position, waiting, polls) < free then
-      return {1, grant_slot(token, claim, limit, info)}
+      local fence, slot = grant_slot(token, claim, limit, info)
+      return {1, fence, slot}
     end
     hand_off()
   end

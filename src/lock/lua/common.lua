@@ -1,24 +1,44 @@
 -- distlock: what every script shares (each script is this file followed by its own body).
 --
--- KEYS, the same nine for every script, all under the lock's hash tag P{K}:
---   1 P{K}             the mutex: a string holding the holder's token, PX expiry
---   2 P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
---   3 P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
---   4 P{K}:queue       zset: waiter token -> ticket (the order of the line)
---   5 P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
---   6 P{K}:alive       zset: waiter token -> deadline of its place (server ms)
---   7 P{K}:slots       zset: semaphore holder token -> expiry (server ms)
---   8 P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
---   9 P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
+-- The keys of one lock, all under its hash tag P{K} (so one Cluster slot holds them all):
+--   P{K}             the mutex: a string holding the holder's token, PX expiry
+--   P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
+--   P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
+--   P{K}:queue       zset: waiter token -> ticket (the order of the line)
+--   P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
+--   P{K}:alive       zset: waiter token -> deadline of its place (server ms)
+--   P{K}:slots       zset: semaphore holder token -> expiry (server ms)
+--   P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
+--   P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
 -- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
 -- turn came, or it was superseded).
 --
+-- Declared keys. A script declares the keys it may touch, and the names of all of them follow
+-- from its first key (P{K} is everything up to the last '}': keys contain no braces). Most
+-- scripts declare all nine, in the order above. A renewal declares only what it touches (see
+-- renew.lua), because of Cluster slot migration: while a slot moves, Redis refuses with
+-- TRYAGAIN a script whose declared keys are partly on each node (or partly missing), and a
+-- script running on the source node fails when it touches a key that is not there. A mutex has
+-- no line and no slots, so a script declaring all nine is refused for the whole migration,
+-- while its holder's renewal, declaring the mutex and its owner hash (which move together or a
+-- batch apart), goes through on one node or the other.
+--
+-- What makes this safe: a script runs on the source of a migration only if every key it
+-- declares is there, and it touches only keys it declares. A script declaring all nine never
+-- runs there (a lock is a mutex or a semaphore, never both: some of the nine never exist),
+-- and a renewal only extends keys that are there. An ASK reply means that none of the declared
+-- keys is on the source, so the target holds every one that exists: the request is sent there
+-- with ASKING declaring only its first key (the target would refuse the others with TRYAGAIN
+-- for not existing anywhere), and every command touches one key (the target checks each).
+
+local LOCK = string.match(KEYS[1], '^(.*})')
+local OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
+  LOCK .. ':owner', LOCK .. ':fence', LOCK .. ':queue', LOCK .. ':waiters', LOCK .. ':alive',
+  LOCK .. ':slots', LOCK .. ':holders', LOCK .. ':superseded'
+
 -- Time is the server's (TIME), never a client's: waiter places and semaphore slots expire by
 -- it. Lua numbers are doubles: integers stay exact up to 2^53 (the clock in microseconds is
 -- about 2^51), and are formatted with %.0f (tostring would write 1.7e+15).
-
-local LOCK, OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 
 local function int(n)
   return string.format('%.0f', n)
@@ -139,8 +159,29 @@ local function grant_mutex(token, ms, info, handed)
   return fence
 end
 
--- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence
--- (HANDED: as for the mutex, a field of the holder's JSON).
+-- The lowest slot index (0 to LIMIT-1) that no live holder of the semaphore has (expired
+-- holders must have been purged first). Holders of an older distlock have no index.
+local function free_slot(limit)
+  local used = {}
+  local all = redis.call('HGETALL', HOLDERS)
+  for i = 1, #all, 2 do
+    if all[i] ~= 'limit' then
+      local ok, held = pcall(cjson.decode, all[i + 1])
+      if ok and type(held) == 'table' and held.slot then
+        used[tonumber(held.slot) or -1] = true
+      end
+    end
+  end
+  for n = 0, limit - 1 do
+    if not used[n] then
+      return n
+    end
+  end
+  return 0
+end
+
+-- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence and its
+-- slot index, the lowest free one (HANDED: as for the mutex, a field of the holder's JSON).
 local function grant_slot(token, ms, limit, info, handed)
   local fence = next_number()
   local held = {}
@@ -149,8 +190,10 @@ local function grant_slot(token, ms, limit, info, handed)
       held[k] = v
     end
   end
+  local slot = free_slot(limit)
   held.acquired_at = int(NOW)
   held.fence = int(fence)
+  held.slot = tostring(slot)
   held.limit = nil
   if handed then
     held.handed = '1'
@@ -159,7 +202,7 @@ local function grant_slot(token, ms, limit, info, handed)
   redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
   expire_with(SLOTS, {SLOTS, HOLDERS})
   leave_queue(token)
-  return fence
+  return fence, slot
 end
 
 -- A waiter's metadata (a table; empty when unreadable).
@@ -233,10 +276,38 @@ local function hand_off()
   end
 end
 
+-- After a run that succeeded, a mutex taken with min_interval_ms or cooldown_ms in its
+-- metadata stays taken by the same token (nobody can take it, and status shows it) until the
+-- later of acquired_at + min_interval_ms and now + cooldown_ms; then it expires like any lock,
+-- and the next attempt (a waiter's, at the latest at its refresh) finds it free and hands it on.
+-- Returns whether it stays.
+local function cool_down()
+  local function field(name)
+    return tonumber(redis.call('HGET', OWNER, name) or '')
+  end
+  local from_start = (field('acquired_at') or NOW) + (field('min_interval_ms') or 0)
+  local from_end = NOW + (field('cooldown_ms') or 0)
+  local until_ms = math.max(from_start, from_end)
+  if until_ms <= NOW then
+    return false
+  end
+  redis.call('PEXPIRE', LOCK, int(until_ms - NOW))
+  redis.call('HSET', OWNER, 'ended_at', int(NOW), 'cooldown_until', int(until_ms))
+  redis.call('HDEL', OWNER, 'handed')
+  redis.call('PEXPIRE', OWNER, int(until_ms - NOW))
+  return true
+end
+
 -- Release TOKEN's mutex or slot, and hand the lock on. Returns 1 if it held one, else 0.
-local function release(token)
+-- SUCCEEDED: the work done under the lock succeeded, so a mutex cools down (see cool_down).
+local function release(token, succeeded)
   if redis.call('GET', LOCK) == token then
-    redis.call('DEL', LOCK, OWNER)
+    if succeeded and cool_down() then
+      return 1
+    end
+    -- (One key per command: see 'Declared keys' above.)
+    redis.call('DEL', LOCK)
+    redis.call('DEL', OWNER)
   elseif redis.call('ZSCORE', SLOTS, token) then
     redis.call('ZREM', SLOTS, token)
     redis.call('HDEL', HOLDERS, token)

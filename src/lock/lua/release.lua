@@ -3,11 +3,14 @@
 -- that landed, a lock handed to it meanwhile) is released and handed directly to the first
 -- waiters in line (waking only them); when nobody waits, a release that leaves the lock free
 -- publishes on P{K}:released.
--- Returns {1} when it released something, {0} otherwise.
+-- ARGV[2] = '1': the work done under the lock succeeded, so a mutex taken with an interval
+-- (min_interval_ms, cooldown_ms in its metadata) stays taken until the interval has passed
+-- (see cool_down in common.lua); otherwise, and for a break, it is free at once.
+-- Returns {1} when it released something (or began its cool-down), {0} otherwise.
 leave_queue(ARGV[1])
 redis.call('HDEL', SUPERSEDED, ARGV[1])
 purge_waiters()
-local released = release(ARGV[1])
+local released = release(ARGV[1], ARGV[2] == '1')
 if released == 0 then
   -- It may have been first in line for a free lock: the next one is now.
   purge_slots()

@@ -4,21 +4,31 @@
 -- ARGV[3], when given, is a fence floor: the fence counter is raised to at least it (a Redlock
 -- makes every node's counter reach the fence it granted, so that a later majority, which
 -- shares a node with this one, hands out a larger fence).
+-- KEYS: what the renewal touches, so that it goes through a Cluster slot migration (see
+-- common.lua): P{K} and P{K}:owner to renew a mutex, P{K}:slots and P{K}:holders to renew a
+-- semaphore slot, each followed by P{K}:fence when ARGV[3] is given; or all nine keys of the
+-- lock, for a caller that does not know which it holds (the mutex is tried, then the slot).
 -- Returns {1, ttl_ms} (the expiry applied) when extended, {0} when the lock is not ours.
 local token, ttl = ARGV[1], ARGV[2]
+local all = #KEYS >= 9
 local function raise_fence()
   if ARGV[3] and tonumber(redis.call('GET', FENCE) or '0') < tonumber(ARGV[3]) then
     redis.call('SET', FENCE, ARGV[3])
   end
 end
-if redis.call('GET', LOCK) == token then
-  if ttl == '0' then
-    ttl = redis.call('HGET', OWNER, 'ttl_ms') or '30000'
+if KEYS[1] == LOCK then
+  if redis.call('GET', LOCK) == token then
+    if ttl == '0' then
+      ttl = redis.call('HGET', OWNER, 'ttl_ms') or '30000'
+    end
+    redis.call('PEXPIRE', LOCK, ttl)
+    redis.call('PEXPIRE', OWNER, ttl)
+    raise_fence()
+    return {1, tonumber(ttl)}
   end
-  redis.call('PEXPIRE', LOCK, ttl)
-  redis.call('PEXPIRE', OWNER, ttl)
-  raise_fence()
-  return {1, tonumber(ttl)}
+  if not all then
+    return {0}
+  end
 end
 local slot = redis.call('ZSCORE', SLOTS, token)
 if slot and tonumber(slot) > NOW then

@@ -175,6 +175,100 @@ impl Cluster {
             .expect("some key hashes to a slot of the node")
     }
 
+    /// A key, `prefix` and a number, whose slot is `slot`.
+    pub fn key_in_slot(prefix: &str, slot: u16) -> String {
+        (0..)
+            .map(|n| format!("{prefix}{n}"))
+            .find(|key| Cluster::slot_of(key) == slot)
+            .expect("some key hashes to every slot")
+    }
+
+    /// The lowest slot node `i` serves: the one `redis-cli --cluster reshard` moves first
+    /// when it takes slots from that node.
+    pub fn first_slot_of(&self, i: usize) -> u16 {
+        let slots = self.slots_of(i);
+        (slots.iter().map(|&(first, _)| first).min()).expect("the node serves a slot")
+    }
+
+    /// Whether `key` is on node `i` while its slot may be migrating: a source answers ASK for
+    /// a key it no longer has, and a target serves a key of an importing slot only after
+    /// `ASKING` (to anyone else it answers MOVED).
+    pub fn holds_key(&self, i: usize, key: &str) -> bool {
+        let mut con = self.nodes[i].client();
+        let _: () = redis::cmd("ASKING").query(&mut con).expect("ASKING");
+        match redis::cmd("EXISTS").arg(key).query::<i64>(&mut con) {
+            Ok(n) => n == 1,
+            Err(e) if matches!(e.code(), Some("ASK" | "MOVED")) => false,
+            Err(e) => panic!("EXISTS {key} on node {i}: {e}"),
+        }
+    }
+
+    /// `PTTL key` on node `i`, answered even while its slot is being imported there (after
+    /// `ASKING`); -2 when the node does not have it.
+    pub fn pttl_on(&self, i: usize, key: &str) -> i64 {
+        let mut con = self.nodes[i].client();
+        let _: () = redis::cmd("ASKING").query(&mut con).expect("ASKING");
+        match redis::cmd("PTTL").arg(key).query::<i64>(&mut con) {
+            Ok(ms) => ms,
+            Err(e) if matches!(e.code(), Some("ASK" | "MOVED")) => -2,
+            Err(e) => panic!("PTTL {key} on node {i}: {e}"),
+        }
+    }
+
+    /// `MIGRATE` exactly `keys` (of one slot) from node `from` to node `to`, as one batch.
+    pub fn migrate_these(&self, from: usize, to: usize, keys: &[String]) {
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate.arg("127.0.0.1").arg(self.nodes[to].port());
+        migrate.arg("").arg(0).arg(5000).arg("KEYS").arg(keys);
+        migrate
+            .query::<()>(&mut self.nodes[from].client())
+            .unwrap_or_else(|e| panic!("MIGRATE {keys:?} to node {to}: {e}"));
+    }
+
+    /// How many TRYAGAIN replies node `i` has given (INFO errorstats).
+    pub fn tryagain_count(&self, i: usize) -> u64 {
+        let info: String = self.nodes[i].cmd(&["INFO", "errorstats"]);
+        (info.lines())
+            .find_map(|l| l.strip_prefix("errorstat_TRYAGAIN:count="))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// `redis-cli --cluster reshard`: move `slots` slots (the lowest first) from node `from`
+    /// to node `to`, `pipeline` keys per MIGRATE (redis-cli's default is 10; 1 makes a slot
+    /// of many keys take seconds, like one of large values), and wait until the cluster is
+    /// settled again. redis-cli refuses to start while the nodes disagree about the slot map
+    /// (just after an earlier reshard): it is asked again until it accepts.
+    pub fn reshard(&self, from: usize, to: usize, slots: u16, pipeline: u32) {
+        let port = self.nodes[from].port().to_string();
+        poll(
+            &format!("redis-cli to reshard from node {from} to node {to}"),
+            || {
+                let mut reshard = Command::new("redis-cli");
+                reshard
+                    .args(self.nodes[0].cli_tls_args())
+                    .args(["--cluster", "reshard", &format!("127.0.0.1:{port}")])
+                    .args([
+                        "--cluster-from",
+                        &self.ids[from],
+                        "--cluster-to",
+                        &self.ids[to],
+                    ])
+                    .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+                    .args(["--cluster-pipeline", &pipeline.to_string()])
+                    .stdin(Stdio::null());
+                let done = util::run(&mut reshard);
+                let said = String::from_utf8_lossy(&done.stdout).into_owned();
+                if done.status.success() && !said.contains("[ERR]") {
+                    Ok(())
+                } else {
+                    Err(format!("{said}{}", String::from_utf8_lossy(&done.stderr)))
+                }
+            },
+        );
+        self.wait_ok();
+    }
+
     /// The running nodes that answer `ROLE` as primaries.
     pub fn primaries(&self) -> Vec<usize> {
         self.up()
