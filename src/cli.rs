@@ -202,7 +202,9 @@ pub enum Command {
     /// Exits 0 when the lock is held and 1 when it is free (even with waiters: a lock being
     /// handed over), so that scripts can branch on it. Over a Redlock (several URLs), a lock
     /// whose nodes answer but agree on no holder by a majority is split: status lists what each
-    /// node holds and exits 75 (nobody can take it until their locks expire).
+    /// node holds and exits 75 (nobody can take it until their locks expire). Nodes of a
+    /// Redlock that did not answer (while a majority did) are listed after the lock, with
+    /// their errors.
     Status(StatusArgs),
 
     /// List the locks under the prefix, with holders, age, time left and waiters.
@@ -222,6 +224,11 @@ pub enum Command {
     /// waiter in line. A broken holder's next renewal finds the lock gone and, for distlock run,
     /// terminates its command (exit 124). With --holder ID, only the holder of that id (as
     /// distlock status shows it) is broken.
+    ///
+    /// Over a Redlock (several URLs), a split lock (no holder has a majority of the nodes) shows
+    /// each node's holder and releases every token that some node holds, each by its token on
+    /// every node, so that the lock is free at once instead of when the nodes' locks expire
+    /// (--holder ID: that token alone).
     #[command(visible_alias = "force-release")]
     Break(BreakArgs),
 

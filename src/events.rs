@@ -24,7 +24,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::backend::{BackendError, Notice};
-use crate::lock::Validity;
+use crate::lock::{NodeFailure, Validity};
 
 /// One thing that happened.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ pub enum Event {
     RenewFailed(BackendError),
     /// A renewal found that the lock is no longer ours (key gone or someone else's token).
     NotHeld,
+    /// A node of a Redlock failed while the others renewed the lock (once per node and run).
+    NodeFailed(NodeFailure),
 }
 
 /// The sending side, cloned into every background thread.

@@ -164,7 +164,8 @@ pub const BREAK_TABLE: &[Row] = &[
     Row {
         code: "0",
         meaning: "broken: the holders shown (or the one --holder names), or some of them, were \
-                  released; the lock or their slots pass to the next waiters in line",
+                  released; the lock or their slots pass to the next waiters in line (on a \
+                  Redlock's split: every token that some node held, or some of them)",
     },
     Row {
         code: "1",

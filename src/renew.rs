@@ -205,7 +205,11 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             Ok(Command::Now) | Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let event = match lock.extend(&token, ttl, &Budget::within(timeout)) {
+        let extended = lock.extend(&token, ttl, &Budget::within(timeout));
+        for failure in lock.take_failures() {
+            events.send(Event::NodeFailed(failure));
+        }
+        let event = match extended {
             Ok(Extended::Held(validity)) => {
                 failures = 0;
                 next = deadlines.next_renewal(validity, every);

@@ -325,10 +325,19 @@ impl Waiter<'_> {
             let attempt = self.lock.try_acquire(&request, &budget);
             if attempt.is_ok() && !answered {
                 answered = true;
-                self.out.verbose(
-                    Ev::Connected,
-                    format!("connected to {}", self.lock.describe()),
-                );
+                if self.out.is_verbose() {
+                    let to = match self.lock.answering() {
+                        Some(nodes) => crate::output::answering(&nodes),
+                        None => self.lock.describe(),
+                    };
+                    self.out
+                        .verbose(Ev::Connected, format!("connected to {to}"));
+                }
+            }
+            // A node of a Redlock that failed while the others answered: said once per run.
+            for failure in self.lock.take_failures() {
+                self.display
+                    .warn(Ev::NodeFailed, crate::output::node_failed(&failure));
             }
             if attempt.is_ok() && failing.take().is_some() {
                 self.display.recovered();

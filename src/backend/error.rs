@@ -42,6 +42,33 @@ pub enum BackendError {
     Reply(String),
     /// `--replicas`: fewer replicas than required acknowledged a write in time.
     NotReplicated(Box<Unreplicated>),
+    /// A lock over independent nodes (a Redlock) heard from fewer than a majority of them:
+    /// which failed, and why. Whether it is worth retrying, or a misconfiguration, follows from
+    /// the nodes' own errors (see [`NoQuorum`]).
+    NoQuorum(Box<NoQuorum>),
+}
+
+/// Too few nodes of a Redlock answered.
+#[derive(Clone, Debug)]
+pub struct NoQuorum {
+    /// How many nodes answered.
+    pub answered: usize,
+    /// How many nodes there are.
+    pub nodes: usize,
+    /// How many make a majority.
+    pub needed: usize,
+    /// Each node that failed, in the order the nodes were given: its address (passwords
+    /// redacted) and its error.
+    pub failed: Vec<(String, BackendError)>,
+}
+
+impl NoQuorum {
+    /// Whether the nodes that failed with an error of this kind are too many for a majority
+    /// to answer even if every other node did.
+    fn lost_to(&self, kind: impl Fn(&BackendError) -> bool) -> bool {
+        let others = self.failed.iter().filter(|(_, e)| !kind(e)).count();
+        self.answered + others < self.needed
+    }
 }
 
 /// A write that `--replicas` could not confirm.
@@ -76,6 +103,8 @@ impl BackendError {
             | BackendError::Mismatch(_)
             | BackendError::Reply(_)
             | BackendError::NotReplicated(_) => false,
+            // Worth retrying unless the nodes that failed for good leave no majority.
+            BackendError::NoQuorum(q) => !q.lost_to(|e| !e.is_transient()),
         }
     }
 
@@ -97,17 +126,23 @@ impl BackendError {
             | BackendError::Interrupted { .. }
             | BackendError::Reply(_)
             | BackendError::NotReplicated(_) => false,
+            // The nodes that refused (say) leave no majority, whatever the slow ones do: a
+            // Redlock that cannot work now fails as one server that refuses does.
+            BackendError::NoQuorum(q) => q.lost_to(BackendError::is_misconfiguration),
         }
     }
 
     /// The request may have been applied although no reply arrived.
     pub fn maybe_applied(&self) -> bool {
-        matches!(
-            self,
-            BackendError::Timeout { sent: true, .. }
-                | BackendError::Lost(_)
-                | BackendError::Interrupted { sent: true }
-        )
+        match self {
+            BackendError::NoQuorum(q) => q.failed.iter().any(|(_, e)| e.maybe_applied()),
+            _ => matches!(
+                self,
+                BackendError::Timeout { sent: true, .. }
+                    | BackendError::Lost(_)
+                    | BackendError::Interrupted { sent: true }
+            ),
+        }
     }
 
     /// No reply arrived in time (the server may just be slow).
@@ -128,7 +163,11 @@ impl BackendError {
 
     /// The server holds another type of value at the key.
     pub fn is_wrong_type(&self) -> bool {
-        matches!(self, BackendError::Server { code, .. } if code == "WRONGTYPE")
+        match self {
+            BackendError::Server { code, .. } => code == "WRONGTYPE",
+            BackendError::NoQuorum(q) => q.failed.iter().any(|(_, e)| e.is_wrong_type()),
+            _ => false,
+        }
     }
 
     /// [`BackendError::hint`] for the servers at `server` (a URL as messages show it): the
@@ -156,6 +195,13 @@ impl BackendError {
     /// [`BackendError::hint_at`] for one that names the user's URL form).
     pub fn hint(&self) -> Option<&'static str> {
         match self {
+            // The nodes' hint when they agree on one (all refused, say); else each node's
+            // error speaks for itself.
+            BackendError::NoQuorum(q) => {
+                let mut hints = q.failed.iter().map(|(_, e)| e.hint());
+                let first = hints.next().flatten();
+                hints.all(|h| h == first).then_some(first).flatten()
+            }
             BackendError::Tls(_) => Some(
                 "check --tls-ca (the CA that signed the server's certificate) and that the URL's host name is in that certificate",
             ),
@@ -214,6 +260,18 @@ impl fmt::Display for BackendError {
             BackendError::Mismatch(detail) => f.write_str(detail),
             BackendError::Server { code, detail } => write!(f, "Redis error {code} {detail}"),
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
+            BackendError::NoQuorum(q) => {
+                write!(
+                    f,
+                    "only {} of {} Redis nodes answered; a Redlock needs {}",
+                    q.answered, q.nodes, q.needed
+                )?;
+                for (i, (address, e)) in q.failed.iter().enumerate() {
+                    let sep = if i == 0 { ": " } else { "; " };
+                    write!(f, "{sep}{address} {e}")?;
+                }
+                Ok(())
+            }
             BackendError::NotReplicated(u) => match &u.detail {
                 None => {
                     write!(

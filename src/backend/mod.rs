@@ -25,9 +25,9 @@ mod worker;
 
 pub use budget::{Budget, Cancel};
 pub use endpoint::{Endpoint, password_in};
-pub use error::{BackendError, Unreplicated};
+pub use error::{BackendError, NoQuorum, Unreplicated};
 pub use node::{Connector, MAX_REDIRECTS, Node, Reply, Script, Sent, TlsFiles};
 pub use route::slot;
 pub use servers::{DataNodes, FORMS, SentinelServers, Servers};
-pub use subscribe::{Notice, Subscription, subscribe};
+pub use subscribe::{Notice, Subscription, subscribe, subscribe_all};
 pub use worker::{Begun, Worker};

@@ -1,4 +1,5 @@
-//! Release notifications: a background thread holding one subscribed connection.
+//! Release notifications: a background thread holding one subscribed connection (per server,
+//! for a lock over several).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,20 +65,24 @@ pub fn subscribe(
 ) -> Result<Subscription, BackendError> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), BackendError>>(1);
-    let connector = connector.clone();
-    let thread_stop = Arc::clone(&stop);
-    let deadline = budget.deadline;
-    std::thread::Builder::new()
-        .name("distlock-subscriber".into())
-        .stack_size(256 * 1024)
-        .spawn(move || run(connector, channel, thread_stop, ready_tx, notify, deadline))
-        .map_err(|e| BackendError::Connect(format!("cannot start the subscriber thread: {e}")))?;
+    let ready: Ready = Box::new(move |result| {
+        let _ = ready_tx.send(result);
+    });
+    start(
+        connector.clone(),
+        channel,
+        Arc::clone(&stop),
+        ready,
+        notify,
+        budget.deadline,
+        false,
+    )?;
     let subscription = Subscription { stop };
     // The thread answers by the deadline (its connect and SUBSCRIBE are bounded by it), but it
     // may be stuck where no timeout reaches (a host-name lookup): never wait more than a little
     // past the deadline.
     let started = Instant::now();
-    let give_up_at = deadline + Duration::from_millis(50);
+    let give_up_at = budget.deadline + Duration::from_millis(50);
     loop {
         let wait =
             Duration::from_millis(20).min(give_up_at.saturating_duration_since(Instant::now()));
@@ -103,13 +108,196 @@ pub fn subscribe(
     }
 }
 
+/// A message from another server within this long of the last one reported is the same
+/// release (a release runs on every server of a Redlock, each publishing): reported once.
+const SAME_RELEASE: Duration = Duration::from_millis(10);
+
+/// Subscribe to `channel` on every server of `connectors` at once (a thread each), and report
+/// through `notify` what any of them hears: a message (one per release, see [`SAME_RELEASE`]),
+/// `Down` when no server is subscribed any more, `Resubscribed` when one is again after that.
+///
+/// Returns once `enough` of them are subscribed; or, once every server has answered or the
+/// budget has ended, if at least one is; else with the last error. A server that could not
+/// subscribe at first (down, stopped, refusing) keeps trying in the background and joins when
+/// it can. Dropping the subscription stops them all.
+pub fn subscribe_all(
+    connectors: &[Connector],
+    channel: &str,
+    notify: impl Fn(Notice) + Send + Sync + 'static,
+    enough: usize,
+    budget: &Budget,
+) -> Result<Subscription, BackendError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let subscription = Subscription {
+        stop: Arc::clone(&stop),
+    };
+    let any = Arc::new(AnyOf {
+        notify: Box::new(notify),
+        state: std::sync::Mutex::new(AnyState {
+            live: vec![false; connectors.len()],
+            last_message: None,
+        }),
+    });
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), BackendError>>();
+    for (i, connector) in connectors.iter().enumerate() {
+        let ready_tx = ready_tx.clone();
+        let live = Arc::clone(&any);
+        let ready: Ready = Box::new(move |result| {
+            if result.is_ok() {
+                live.set_live(i, true);
+            }
+            let _ = ready_tx.send(result);
+        });
+        let any = Arc::clone(&any);
+        start(
+            connector.clone(),
+            channel.to_owned(),
+            Arc::clone(&stop),
+            ready,
+            move |notice| any.heard(i, notice),
+            budget.deadline,
+            true,
+        )?;
+    }
+    drop(ready_tx);
+    let started = Instant::now();
+    // As for one server: never wait much past the deadline.
+    let give_up_at = budget.deadline + Duration::from_millis(50);
+    let (mut subscribed, mut answered, mut last) = (0, 0, None);
+    loop {
+        if subscribed >= enough.max(1) || (answered == connectors.len() && subscribed > 0) {
+            return Ok(subscription);
+        }
+        if answered == connectors.len() || Instant::now() >= give_up_at {
+            if subscribed > 0 {
+                return Ok(subscription);
+            }
+            return Err(last.unwrap_or(BackendError::Timeout {
+                sent: false,
+                after: started.elapsed(),
+            }));
+        }
+        if budget.is_cancelled() {
+            return Err(BackendError::Interrupted { sent: false });
+        }
+        let wait =
+            Duration::from_millis(20).min(give_up_at.saturating_duration_since(Instant::now()));
+        match ready_rx.recv_timeout(wait) {
+            Ok(Ok(())) => {
+                subscribed += 1;
+                answered += 1;
+            }
+            Ok(Err(e)) => {
+                answered += 1;
+                last = Some(e);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                answered = connectors.len();
+            }
+        }
+    }
+}
+
+/// The subscriptions of [`subscribe_all`], reporting as one.
+struct AnyOf {
+    notify: Box<dyn Fn(Notice) + Send + Sync>,
+    state: std::sync::Mutex<AnyState>,
+}
+
+struct AnyState {
+    /// Per server: subscribed now.
+    live: Vec<bool>,
+    /// When the last message was reported.
+    last_message: Option<Instant>,
+}
+
+impl AnyOf {
+    /// Server `i` is subscribed (or not); returns whether any server was before.
+    fn set_live(&self, i: usize, live: bool) -> bool {
+        let Ok(mut state) = self.state.lock() else {
+            return true;
+        };
+        let before = state.live.iter().any(|l| *l);
+        if let Some(slot) = state.live.get_mut(i) {
+            *slot = live;
+        }
+        before
+    }
+
+    /// Server `i` reported `notice`: pass on what the servers together say.
+    fn heard(&self, i: usize, notice: Notice) {
+        let report = match &notice {
+            Notice::Message => match self.state.lock() {
+                Ok(mut state) => {
+                    let now = Instant::now();
+                    let same = state
+                        .last_message
+                        .is_some_and(|last| now.saturating_duration_since(last) < SAME_RELEASE);
+                    if !same {
+                        state.last_message = Some(now);
+                    }
+                    !same
+                }
+                Err(_) => true,
+            },
+            // Releases are missed only while no server is subscribed.
+            Notice::Down(_) => {
+                self.set_live(i, false);
+                self.state
+                    .lock()
+                    .map_or(true, |state| !state.live.iter().any(|l| *l))
+            }
+            Notice::Resubscribed => !self.set_live(i, true),
+        };
+        if report {
+            (self.notify)(notice);
+        }
+    }
+}
+
+/// Tells the caller how the first subscription went.
+type Ready = Box<dyn FnOnce(Result<(), BackendError>) + Send>;
+
+/// Start the subscriber thread of one server (see [`run`]).
+fn start(
+    connector: Connector,
+    channel: String,
+    stop: Arc<AtomicBool>,
+    ready: Ready,
+    notify: impl Fn(Notice) + Send + 'static,
+    first_deadline: Instant,
+    keep_trying: bool,
+) -> Result<(), BackendError> {
+    std::thread::Builder::new()
+        .name("distlock-subscriber".into())
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            run(
+                connector,
+                channel,
+                stop,
+                ready,
+                notify,
+                first_deadline,
+                keep_trying,
+            )
+        })
+        .map(|_| ())
+        .map_err(|e| BackendError::Connect(format!("cannot start the subscriber thread: {e}")))
+}
+
+/// The subscriber thread: subscribe (the first time by `first_deadline`, and say how it went
+/// through `ready`), report every message, and subscribe again after a break, until `stop`.
+/// If the first subscription fails, the thread ends there, unless `keep_trying`.
 fn run(
     connector: Connector,
     channel: String,
     stop: Arc<AtomicBool>,
-    ready: mpsc::SyncSender<Result<(), BackendError>>,
+    ready: Ready,
     notify: impl Fn(Notice),
     first_deadline: Instant,
+    keep_trying: bool,
 ) {
     // For the thread's whole life: its reads must never fail with EINTR, and the other
     // threads handle every signal.
@@ -121,11 +309,17 @@ fn run(
             Some(_) => first_deadline,
             None => Instant::now() + connector.timeout(),
         };
+        let failed = |e: BackendError, ready: &mut Option<Ready>| {
+            if let Some(ready) = ready.take() {
+                ready(Err(e));
+                return !keep_trying;
+            }
+            false
+        };
         let mut conn = match connector.open(deadline) {
             Ok((conn, _)) => conn,
             Err(e) => {
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(Err(e));
+                if failed(e, &mut ready) {
                     return;
                 }
                 std::thread::sleep(backoff);
@@ -135,19 +329,19 @@ fn run(
         };
         let mut pubsub = conn.as_pubsub();
         if let Err(e) = pubsub.subscribe(&channel) {
-            let e = BackendError::from_command(e, connector.timeout());
-            if let Some(ready) = ready.take() {
-                let _ = ready.send(Err(e));
+            if failed(
+                BackendError::from_command(e, connector.timeout()),
+                &mut ready,
+            ) {
                 return;
             }
             std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_secs(2));
             continue;
         }
         backoff = Duration::from_millis(50);
         match ready.take() {
-            Some(ready) => {
-                let _ = ready.send(Ok(()));
-            }
+            Some(ready) => ready(Ok(())),
             None => notify(Notice::Resubscribed),
         }
         if pubsub.set_read_timeout(Some(IDLE_READ)).is_err() {
@@ -173,5 +367,64 @@ fn run(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Three servers' subscriptions reporting as one; what it passed on.
+    fn any_of_three() -> (AnyOf, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let any = AnyOf {
+            notify: Box::new(move |notice| {
+                let name = match notice {
+                    Notice::Message => "message",
+                    Notice::Down(_) => "down",
+                    Notice::Resubscribed => "resubscribed",
+                };
+                log.lock().unwrap().push(name.to_owned());
+            }),
+            state: Mutex::new(AnyState {
+                live: vec![false; 3],
+                last_message: None,
+            }),
+        };
+        (any, seen)
+    }
+
+    #[test]
+    fn one_release_heard_on_several_servers_is_reported_once() {
+        let (any, seen) = any_of_three();
+        for i in 0..3 {
+            any.heard(i, Notice::Message);
+        }
+        assert_eq!(*seen.lock().unwrap(), ["message"]);
+        std::thread::sleep(SAME_RELEASE * 2);
+        any.heard(1, Notice::Message);
+        assert_eq!(*seen.lock().unwrap(), ["message", "message"]);
+    }
+
+    #[test]
+    fn notifications_are_down_only_when_no_server_is_subscribed() {
+        let (any, seen) = any_of_three();
+        any.set_live(0, true);
+        any.set_live(2, true);
+        let down = || Notice::Down(BackendError::Lost("reset".into()));
+        any.heard(0, down());
+        assert!(seen.lock().unwrap().is_empty(), "server 2 still listens");
+        // A server that comes back while another listens is no news.
+        any.heard(1, Notice::Resubscribed);
+        any.heard(1, down());
+        assert!(seen.lock().unwrap().is_empty());
+        any.heard(2, down());
+        assert_eq!(*seen.lock().unwrap(), ["down"]);
+        // The first one back: releases may have been missed meanwhile.
+        any.heard(0, Notice::Resubscribed);
+        any.heard(2, Notice::Resubscribed);
+        assert_eq!(*seen.lock().unwrap(), ["down", "resubscribed"]);
     }
 }

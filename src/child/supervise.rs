@@ -341,6 +341,9 @@ impl Supervisor<'_> {
                     st.loss = Some(Loss::NotHeld);
                 }
             }
+            Event::NodeFailed(failure) => {
+                self.out.warn(Ev::NodeFailed, output::node_failed(&failure));
+            }
             Event::Subscriber(_) => {}
         }
     }

@@ -103,6 +103,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
                 ))),
             };
         }
+        crate::commands::warn_failed_nodes(lock.as_mut(), out);
     }
     // A signal that arrived while we took the lock, or a token we cannot hand over (a stdout
     // nobody reads, an env file we cannot write): nobody would ever learn the token, so the

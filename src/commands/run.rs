@@ -288,7 +288,9 @@ fn release(
 ) -> Option<Ownership> {
     let key = output::quote(cfg.take.name.key());
     let budget = Budget::within(cfg.take.topology.timeout());
-    match lock.release_after(&grant.token, succeeded, &budget) {
+    let released = lock.release_after(&grant.token, succeeded, &budget);
+    crate::commands::warn_failed_nodes(lock, out);
+    match released {
         Ok(ownership) => {
             let after = cfg.take.after;
             if succeeded && (after.min_interval.is_some() || after.cooldown.is_some()) {

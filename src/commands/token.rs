@@ -26,6 +26,7 @@ pub fn renew(
             Extended::Held(_) => Ownership::Held,
             Extended::NotHeld => Ownership::NotHeld,
         });
+    crate::commands::warn_failed_nodes(lock.as_mut(), out);
     finish(
         result,
         lock.as_ref(),
@@ -49,6 +50,7 @@ pub fn release(
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name, &topology);
     let result = lock.release_after(&token, !failed, &budget);
+    crate::commands::warn_failed_nodes(lock.as_mut(), out);
     finish(
         result,
         lock.as_ref(),

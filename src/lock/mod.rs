@@ -283,6 +283,33 @@ pub struct NodeView {
     pub state: Result<LockState, String>,
 }
 
+/// A node of a lock over several servers (a Redlock) that failed while a majority answered:
+/// the lock goes on without it, one failure closer to unusable. Reported once per run.
+#[derive(Clone, Debug)]
+pub struct NodeFailure {
+    /// The node's address, for people (passwords redacted).
+    pub address: String,
+    /// Its error (the first of the run).
+    pub error: BackendError,
+    /// How many nodes answered the request it failed.
+    pub answered: usize,
+    /// How many nodes there are.
+    pub nodes: usize,
+    /// How many make a majority.
+    pub needed: usize,
+}
+
+/// Which nodes of a lock over several servers answered its last request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answering {
+    /// The addresses of those that answered (passwords redacted), in the order given.
+    pub answered: Vec<String>,
+    /// The addresses of the others.
+    pub silent: Vec<String>,
+    /// How many make a majority.
+    pub needed: usize,
+}
+
 /// How long the current holder's lock has left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HolderTtl {
@@ -397,10 +424,34 @@ pub trait Lock: Send {
         budget: &Budget,
     ) -> Result<Ownership, BackendError>;
 
+    /// Release `token` on every node that holds it, whatever the others say, and return on
+    /// how many it was held (and so released). [`Lock::release`] answers for the lock (not
+    /// held unless a majority holds it); this answers for the nodes: `break` uses it on a
+    /// Redlock's split, where no majority holds any token. One server: 1 or 0.
+    fn release_anywhere(&mut self, token: &Token, budget: &Budget) -> Result<usize, BackendError> {
+        Ok(match self.release(token, budget)? {
+            Ownership::Held => 1,
+            Ownership::NotHeld => 0,
+        })
+    }
+
     /// Another handle on the same lock with its own connection(s), for a background thread
     /// that does its own waiting (calls run on that thread), whose Redis commands time out
     /// after `timeout`.
     fn fresh(&self, timeout: Duration) -> Box<dyn Lock>;
+
+    /// The nodes that failed, while a majority answered, since this was last asked, each named
+    /// once per run (by this handle and every handle [`Lock::fresh`] made from it): a Redlock
+    /// that goes on without a node must say so. A lock on one server has none.
+    fn take_failures(&mut self) -> Vec<NodeFailure> {
+        Vec::new()
+    }
+
+    /// Which nodes answered the last request, for a lock over several servers; `None` for one
+    /// server.
+    fn answering(&self) -> Option<Answering> {
+        None
+    }
 
     /// Subscribe to the wake-ups of the waiter `token`: its own (its turn came, it was
     /// superseded) when the lock [`queues`](Lock::queues), or every release otherwise. Returns
@@ -465,44 +516,60 @@ pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
     }
 }
 
+/// What `list` found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Every lock under the prefix whose key matches, held or waited for, with what is known
+    /// about it.
+    pub locks: Vec<(LockName, Survey)>,
+    /// Each node of a Redlock that did not answer (a majority did): its address (passwords
+    /// redacted) and why.
+    pub silent: Vec<(String, BackendError)>,
+}
+
 /// Every lock under `prefix` whose key matches the glob `pattern` and that is held or waited
 /// for, with what is known about it. On a Redlock: every key any node has, surveyed (as a
-/// majority sees it, with each node's view; a lock in a split is listed as one).
-pub fn list(
-    topology: &Topology,
-    prefix: &str,
-    pattern: &str,
-) -> Result<Vec<(LockName, Survey)>, BackendError> {
+/// majority sees it, with each node's view; a lock in a split is listed as one), and the nodes
+/// that did not answer.
+pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing, BackendError> {
     match topology {
-        Topology::Single(server) => Ok(single::list(server, prefix, pattern)?
-            .into_iter()
-            .map(|(name, state)| {
-                let survey = Survey {
-                    agreed: Some(state),
-                    nodes: Vec::new(),
-                };
-                (name, survey)
-            })
-            .collect()),
+        Topology::Single(server) => Ok(Listing {
+            locks: single::list(server, prefix, pattern)?
+                .into_iter()
+                .map(|(name, state)| {
+                    let survey = Survey {
+                        agreed: Some(state),
+                        nodes: Vec::new(),
+                    };
+                    (name, survey)
+                })
+                .collect(),
+            silent: Vec::new(),
+        }),
         Topology::Redlock { nodes, .. } => {
             let mut names: Vec<LockName> = Vec::new();
-            let mut reached = 0;
-            let mut last = None;
+            let mut silent = Vec::new();
             for node in nodes {
                 match single::list(node, prefix, pattern) {
                     Ok(found) => {
-                        reached += 1;
                         for (name, _) in found {
                             if !names.contains(&name) {
                                 names.push(name);
                             }
                         }
                     }
-                    Err(e) => last = Some(e),
+                    Err(e) => silent.push((node.display().to_owned(), e)),
                 }
             }
-            if reached < nodes.len() / 2 + 1 {
-                return Err(last.unwrap_or_else(|| BackendError::Connect("no node".into())));
+            let needed = nodes.len() / 2 + 1;
+            let answered = nodes.len() - silent.len();
+            if answered < needed {
+                return Err(BackendError::NoQuorum(Box::new(crate::backend::NoQuorum {
+                    answered,
+                    nodes: nodes.len(),
+                    needed,
+                    failed: silent,
+                })));
             }
             names.sort_by(|a, b| a.key().cmp(b.key()));
             let mut locks = Vec::new();
@@ -518,7 +585,7 @@ pub fn list(
                     Err(e) => return Err(e),
                 }
             }
-            Ok(locks)
+            Ok(Listing { locks, silent })
         }
     }
 }

@@ -21,8 +21,9 @@
 //!   data.
 //! * **No line.** A strict FIFO across independent nodes would need a consensus that Redlock
 //!   does not have: waiters on a Redlock take no place in line, and are woken by every release
-//!   (on one node; a release reaches every node) or at the holder's expiry; the first to win a
-//!   majority takes the lock. `--supersede` needs a line and is refused.
+//!   (heard from any node: a notify waiter subscribes on every node; a spin waiter polls them
+//!   all) or at the holder's expiry; the first to win a majority takes the lock.
+//!   `--supersede` needs a line and is refused.
 //! * **No semaphore.** A majority keeps two holders of a mutex apart (two majorities share a
 //!   node), not L+1 holders of a semaphore of L: on 5 nodes, none losing data, with nodes 3
 //!   and 4 down A takes a slot on 0-2; they come back, 0 and 1 go down, B takes one on 2-4; all
@@ -30,6 +31,7 @@
 //!   (found by the chaos test). A quorum above N·L/(L+1) would be safe but survive fewer
 //!   failures. The configuration refuses `--limit N>1`, and `--supersede`, over a Redlock.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::single::{
@@ -37,11 +39,11 @@ use super::single::{
     ownership, release_args,
 };
 use super::{
-    Answer, Extended, LockName, LockState, NodeView, Ownership, Queueing, Request, Residue, Survey,
-    Token, Validity,
+    Answer, Answering, Extended, LockName, LockState, NodeFailure, NodeView, Ownership, Queueing,
+    Request, Residue, Survey, Token, Validity,
 };
 use crate::backend::{
-    BackendError, Begun, Budget, Connector, Notice, Reply, Script, Subscription, Worker,
+    BackendError, Begun, Budget, Connector, NoQuorum, Notice, Reply, Script, Subscription, Worker,
 };
 
 /// A lock over independent primaries.
@@ -57,6 +59,23 @@ pub struct Redlock {
     /// server). A release for it is written behind that request instead of waiting for the
     /// node once more (see [`Redlock::release_all`]).
     stuck: Vec<bool>,
+    /// What this run learnt of each node, shared with the handles [`Lock::fresh`] makes.
+    ///
+    /// [`Lock::fresh`]: super::Lock::fresh
+    health: Arc<Mutex<Health>>,
+}
+
+/// What a run learns about each node, shared by every handle on the lock (the renewer's
+/// included): which answered its last request, and which failed while a majority answered,
+/// each reported once per run (a node that stays down is named once, not at every renewal).
+#[derive(Debug, Default)]
+struct Health {
+    /// Per node: it answered the last request it was asked.
+    answered: Vec<bool>,
+    /// Per node: a failure of it was reported (or waits in `pending` to be).
+    reported: Vec<bool>,
+    /// Failures not handed out yet (see [`super::Lock::take_failures`]).
+    pending: Vec<NodeFailure>,
 }
 
 /// The drift allowance for an expiry of `ttl`: clocks run at slightly different rates (the
@@ -86,12 +105,67 @@ type Said = Result<Vec<Reply>, BackendError>;
 impl Redlock {
     /// The lock `name` over the primaries behind `connectors`.
     pub fn new(name: LockName, connectors: &[Connector], node_timeout: Duration) -> Self {
+        let health = Health {
+            answered: vec![false; connectors.len()],
+            reported: vec![false; connectors.len()],
+            pending: Vec::new(),
+        };
+        Redlock::with_health(name, connectors, node_timeout, Arc::new(Mutex::new(health)))
+    }
+
+    fn with_health(
+        name: LockName,
+        connectors: &[Connector],
+        node_timeout: Duration,
+        health: Arc<Mutex<Health>>,
+    ) -> Self {
         Redlock {
             name,
             nodes: connectors.iter().map(Worker::new).collect(),
             node_timeout,
             touched: vec![false; connectors.len()],
             stuck: vec![false; connectors.len()],
+            health,
+        }
+    }
+
+    /// Node `i`'s address, for people (passwords redacted).
+    fn address(&self, i: usize) -> String {
+        self.nodes
+            .get(i)
+            .map_or_else(String::new, |w| w.connector().display().to_owned())
+    }
+
+    /// Note how each asked node answered a round; when every node was asked and a majority
+    /// answered, each node that failed for the first time in the run becomes a failure to
+    /// report. (A round without a majority fails, and its error names the nodes itself.)
+    fn note(&self, said: &[Option<Said>]) {
+        let Ok(mut health) = self.health.lock() else {
+            return;
+        };
+        let nodes = said.len();
+        let answered = said.iter().filter(|s| matches!(s, Some(Ok(_)))).count();
+        let whole = said.iter().all(Option::is_some) && answered >= self.quorum();
+        for (i, said) in said.iter().enumerate() {
+            match said {
+                Some(Ok(_)) => health.answered[i] = true,
+                // A signal cut the wait: that says nothing of the node.
+                None | Some(Err(BackendError::Interrupted { .. })) => {}
+                Some(Err(e)) => {
+                    health.answered[i] = false;
+                    if whole && !health.reported[i] {
+                        health.reported[i] = true;
+                        let failure = NodeFailure {
+                            address: self.address(i),
+                            error: e.clone(),
+                            answered,
+                            nodes,
+                            needed: self.quorum(),
+                        };
+                        health.pending.push(failure);
+                    }
+                }
+            }
         }
     }
 
@@ -162,23 +236,19 @@ impl Redlock {
                 _ => {}
             }
         }
+        self.note(&said);
         said
     }
 
-    /// Release `token` on every node; returns how many nodes answered, out of how many there
-    /// are, and how many held it.
+    /// Release `token` on every node; returns how many nodes answered, how many held it, and
+    /// why the others did not answer.
     ///
     /// A node whose last request got no reply in time (stopped, say) is not waited for again:
     /// the release is written behind that request on its connection, so that if the server
     /// ever applies it, the release follows at once (Redis runs one connection's requests in
     /// order). A stopped minority thus costs one per-node timeout per acquire, not one more per
     /// release. Where that cannot be done (no such connection is left), it is asked live.
-    fn release_all(
-        &mut self,
-        token: &Token,
-        succeeded: bool,
-        budget: &Budget,
-    ) -> (usize, usize, usize) {
+    fn release_all(&mut self, token: &Token, succeeded: bool, budget: &Budget) -> Released {
         let keys = self.name.keys();
         let args = release_args(token, succeeded);
         let mut live = vec![true; self.nodes.len()];
@@ -203,38 +273,59 @@ impl Redlock {
             }
         }
         let said = self.ask_some(&live, &RELEASE, &args, budget);
-        let mut answered = 0;
-        let mut held = 0;
-        for (i, reply) in said.iter().enumerate() {
-            let Some(reply) = reply else { continue };
-            if let Ok(Ok(found)) = reply.as_ref().map(|r| ownership(r)) {
-                answered += 1;
-                self.touched[i] = false;
-                if found == Ownership::Held {
-                    held += 1;
+        let mut released = Released {
+            answered: 0,
+            held: 0,
+            errors: Vec::new(),
+        };
+        for (i, reply) in said.into_iter().enumerate() {
+            let Some(reply) = reply else {
+                released.errors.push((
+                    i,
+                    BackendError::Lost(
+                        "its last request is still unanswered; the release was queued behind it"
+                            .into(),
+                    ),
+                ));
+                continue;
+            };
+            match reply.and_then(|r| ownership(&r)) {
+                Ok(found) => {
+                    released.answered += 1;
+                    self.touched[i] = false;
+                    if found == Ownership::Held {
+                        released.held += 1;
+                    }
                 }
+                Err(e) => released.errors.push((i, e)),
             }
         }
-        (answered, said.len(), held)
+        released
     }
 
-    /// The error that best explains why no quorum was reached.
-    fn no_quorum(&self, errors: Vec<BackendError>, answered: usize) -> BackendError {
-        let maybe = errors.iter().any(BackendError::maybe_applied);
-        match errors.into_iter().find(|e| !e.is_transient()) {
-            Some(fatal) => fatal,
-            None => BackendError::Lost(format!(
-                "only {answered} of {} Redis nodes answered; a Redlock needs {}{}",
-                self.nodes.len(),
-                self.quorum(),
-                if maybe {
-                    " (a request whose reply was lost may have been applied)"
-                } else {
-                    ""
-                }
-            )),
-        }
+    /// Why no majority was reached: `answered` nodes answered, and each of `errors` (by node)
+    /// did not.
+    fn no_quorum(&self, errors: Vec<(usize, BackendError)>, answered: usize) -> BackendError {
+        BackendError::NoQuorum(Box::new(NoQuorum {
+            answered,
+            nodes: self.nodes.len(),
+            needed: self.quorum(),
+            failed: errors
+                .into_iter()
+                .map(|(i, e)| (self.address(i), e))
+                .collect(),
+        }))
     }
+}
+
+/// What a release on every node found.
+struct Released {
+    /// How many nodes answered.
+    answered: usize,
+    /// How many of them held the token.
+    held: usize,
+    /// Why each other node did not answer.
+    errors: Vec<(usize, BackendError)>,
 }
 
 impl super::Lock for Redlock {
@@ -286,11 +377,12 @@ impl super::Lock for Redlock {
                 Ok(Answer::Superseded(_)) => {}
                 Err(e) => {
                     self.touched[i] |= e.maybe_applied();
-                    errors.push(e);
+                    errors.push((i, e));
                 }
             }
         }
         let quorum = self.quorum();
+        let answered = self.nodes.len() - errors.len();
         let granted = fences.iter().flatten().count();
         // Anchored at the send time of the round that granted it: every node's expiry lies at
         // least `claim` after it (less the drift between clocks).
@@ -335,15 +427,25 @@ impl super::Lock for Redlock {
             }
         }
         // Not ours: give back what some nodes granted (or may have), everywhere, before waiting.
-        let answered = errors.len();
         let release_budget = Budget::within(self.node_timeout);
-        let (_, asked, _) = self.release_all(request.token, false, &release_budget);
+        self.release_all(request.token, false, &release_budget);
         if let Some(conflict) = conflict {
             return Ok(Answer::Conflict(conflict));
         }
+        // Too few answered to tell whether the lock is busy: that is the answer, whatever the
+        // few said (so that nodes that refuse are reported as such, not as a busy lock).
+        if answered < quorum {
+            return Err(self.no_quorum(errors, answered));
+        }
         match busy {
             Some(holders) => Ok(Answer::Busy(holders)),
-            None => Err(self.no_quorum(errors, asked - answered)),
+            None => Err(BackendError::Lost(format!(
+                "{granted} of {} Redis nodes granted the lock, but not within its validity (the \
+                 {} claim less the drift), or their fences could not be brought level; it was \
+                 given back",
+                self.nodes.len(),
+                crate::output::duration(claim)
+            ))),
         }
     }
 
@@ -361,14 +463,14 @@ impl super::Lock for Redlock {
 
     fn inspect(&mut self, budget: &Budget) -> Result<LockState, BackendError> {
         let nodes = self.nodes.len();
-        // Only `break` reads a lock this way (status and list survey it): a split has no holder
-        // to break, and says what to do instead.
+        // The operator commands survey the lock instead (a split is an answer there, and
+        // `break` releases it); a caller that wants one holder gets an error on a split.
         self.survey(budget)?.agreed.ok_or_else(|| {
             BackendError::Mismatch(format!(
                 "the lock is split: no holder has a majority of the {nodes} nodes (after partial \
-                 acquires, or a node that lost its data), so there is no holder to break; \
-                 `distlock status` shows what each node holds, and the split ends when their \
-                 locks expire"
+                 acquires, or a node that lost its data); `distlock status` shows what each node \
+                 holds, and the split ends when their locks expire (or `distlock break` \
+                 releases them)"
             ))
         })
     }
@@ -378,10 +480,10 @@ impl super::Lock for Redlock {
         let quorum = self.quorum();
         let mut views = Vec::new();
         let mut errors = Vec::new();
-        for (reply, worker) in said.into_iter().zip(&self.nodes) {
+        for (i, (reply, worker)) in said.into_iter().zip(&self.nodes).enumerate() {
             let state = reply.and_then(|r| decode_state(&r)).map_err(|e| {
                 let text = e.to_string();
-                errors.push(e);
+                errors.push((i, e));
                 text
             });
             views.push(NodeView {
@@ -433,7 +535,7 @@ impl super::Lock for Redlock {
         let mut fences = Vec::new();
         let mut answered = 0;
         let mut errors = Vec::new();
-        for reply in said {
+        for (i, reply) in said.into_iter().enumerate() {
             match reply {
                 Ok(r) => {
                     answered += 1;
@@ -441,7 +543,7 @@ impl super::Lock for Redlock {
                         fences.push(fence.unsigned_abs());
                     }
                 }
-                Err(e) => errors.push(e),
+                Err(e) => errors.push((i, e)),
             }
         }
         if fences.len() >= self.quorum() {
@@ -468,16 +570,17 @@ impl super::Lock for Redlock {
         let mut applied = Vec::new();
         let mut not_held = 0;
         let mut errors = Vec::new();
-        for reply in said {
+        for (i, reply) in said.into_iter().enumerate() {
             match reply.as_deref() {
                 Ok([Reply::Int(1), Reply::Int(ms)]) => {
                     applied.push(Duration::from_millis(ms.unsigned_abs()))
                 }
                 Ok([Reply::Int(0)]) => not_held += 1,
-                Ok(other) => errors.push(BackendError::Reply(format!(
-                    "renew script returned {other:?}"
-                ))),
-                Err(e) => errors.push(e.clone()),
+                Ok(other) => errors.push((
+                    i,
+                    BackendError::Reply(format!("renew script returned {other:?}")),
+                )),
+                Err(e) => errors.push((i, e.clone())),
             }
         }
         let quorum = self.quorum();
@@ -496,7 +599,7 @@ impl super::Lock for Redlock {
         // A quorum answered, but too few of them still hold it (some lost it, e.g. nodes that
         // were down when it was acquired): say so, rather than "only 3 of 5 answered; a Redlock
         // needs 3", which the chaos test's lost locks printed.
-        if answered >= quorum && errors.iter().all(BackendError::is_transient) {
+        if answered >= quorum {
             return Err(BackendError::Lost(format!(
                 "{} of {} Redis nodes still hold the lock, {not_held} do not and {} did not \
                  answer; a Redlock needs {quorum}",
@@ -514,18 +617,25 @@ impl super::Lock for Redlock {
         succeeded: bool,
         budget: &Budget,
     ) -> Result<Ownership, BackendError> {
-        let (answered, asked, held) = self.release_all(token, succeeded, budget);
+        let released = self.release_all(token, succeeded, budget);
         // Not held only when a quorum says so; held as soon as any node held it (a majority of
         // holders, or too few answers to rule it out).
-        if answered - held >= self.quorum() {
+        if released.answered - released.held >= self.quorum() {
             return Ok(Ownership::NotHeld);
         }
-        if held > 0 {
+        if released.held > 0 {
             return Ok(Ownership::Held);
         }
-        Err(BackendError::Lost(format!(
-            "only {answered} of {asked} Redis nodes answered the release"
-        )))
+        Err(self.no_quorum(released.errors, released.answered))
+    }
+
+    fn release_anywhere(&mut self, token: &Token, budget: &Budget) -> Result<usize, BackendError> {
+        let released = self.release_all(token, false, budget);
+        // Nowhere only when a majority answered (the others may hold it).
+        if released.held == 0 && released.answered < self.quorum() {
+            return Err(self.no_quorum(released.errors, released.answered));
+        }
+        Ok(released.held)
     }
 
     fn fresh(&self, timeout: Duration) -> Box<dyn super::Lock> {
@@ -534,11 +644,30 @@ impl super::Lock for Redlock {
             .iter()
             .map(|w| w.connector().with_timeout(timeout))
             .collect();
-        Box::new(Redlock::new(
+        Box::new(Redlock::with_health(
             self.name.clone(),
             &connectors,
             self.node_timeout.min(timeout),
+            Arc::clone(&self.health),
         ))
+    }
+
+    fn take_failures(&mut self) -> Vec<NodeFailure> {
+        self.health
+            .lock()
+            .map(|mut health| std::mem::take(&mut health.pending))
+            .unwrap_or_default()
+    }
+
+    fn answering(&self) -> Option<Answering> {
+        let health = self.health.lock().ok()?;
+        let (answered, silent): (Vec<usize>, Vec<usize>) =
+            (0..self.nodes.len()).partition(|&i| health.answered.get(i) == Some(&true));
+        Some(Answering {
+            answered: answered.into_iter().map(|i| self.address(i)).collect(),
+            silent: silent.into_iter().map(|i| self.address(i)).collect(),
+            needed: self.quorum(),
+        })
     }
 
     fn subscribe(
@@ -547,30 +676,26 @@ impl super::Lock for Redlock {
         notify: Box<dyn Fn(Notice) + Send>,
         budget: &Budget,
     ) -> Result<Subscription, BackendError> {
-        // A release runs on every node: hearing one node is enough. The first that subscribes.
-        let notify = std::sync::Arc::new(std::sync::Mutex::new(notify));
-        let mut last = None;
-        for worker in &self.nodes {
-            let notify = std::sync::Arc::clone(&notify);
-            match crate::backend::subscribe(
-                worker.connector(),
-                self.name.channel().to_owned(),
-                move |notice| {
-                    if let Ok(notify) = notify.lock() {
-                        notify(notice);
-                    }
-                },
-                &Budget {
-                    deadline: budget.deadline.min(Instant::now() + self.node_timeout),
-                    cancel: budget.cancel.clone(),
-                },
-            ) {
-                Ok(subscription) => return Ok(subscription),
-                Err(e @ BackendError::Interrupted { .. }) => return Err(e),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| BackendError::Connect("no Redis node".into())))
+        // A release runs on every node, and each node that held the token publishes: hear them
+        // all, so that a release is heard whichever nodes it reaches (others may be stopped).
+        // Subscribed once a majority is: it shares a node with the holder's majority, so no
+        // release is missed while those nodes are up. The others join when they can.
+        let notify = Mutex::new(notify);
+        let connectors: Vec<Connector> = self.nodes.iter().map(|w| w.connector().clone()).collect();
+        crate::backend::subscribe_all(
+            &connectors,
+            self.name.channel(),
+            move |notice| {
+                if let Ok(notify) = notify.lock() {
+                    notify(notice);
+                }
+            },
+            self.quorum(),
+            &Budget {
+                deadline: budget.deadline.min(Instant::now() + self.node_timeout),
+                cancel: budget.cancel.clone(),
+            },
+        )
     }
 }
 

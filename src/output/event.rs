@@ -46,6 +46,7 @@ events! {
     UsageTip = "usage-tip", "a hint after usage-error, e.g. a flag";
     // Taking the lock.
     Connected = "connected", "Redis answered for the first time (-v)";
+    NodeFailed = "node-failed", "a Redlock node failed; the others go on";
     AttemptBusy = "attempt-busy", "an attempt found the lock held (-v)";
     Waiting = "waiting", "the lock is busy; the wait begins";
     StillWaiting = "still-waiting", "still waiting, every --report-every";

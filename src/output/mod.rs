@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::lock::HeldBy;
+use crate::lock::{Answering, HeldBy, NodeFailure};
 
 /// How chatty to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -328,6 +328,56 @@ fn json_line(
             line.ts
         ),
     }
+}
+
+/// The warning about a node of a Redlock that failed while a majority answered: which node, why,
+/// and how many more failures the lock survives now (the one thing an operator who believes it
+/// survives one failure must learn).
+pub fn node_failed(failure: &NodeFailure) -> String {
+    let margin = node_margin(failure.answered, failure.needed);
+    // A node's time to answer is --node-timeout, not --redis-timeout.
+    let hint = if failure.error.is_timeout() {
+        Some("raise --node-timeout if the node is just slow")
+    } else {
+        failure.error.hint()
+    };
+    let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
+    format!(
+        "Redis node {} failed ({}); the lock goes on with the {} of {} nodes that answered (a \
+         Redlock of {} needs {}), but {margin}{hint}",
+        sanitize(&failure.address),
+        failure.error,
+        failure.answered,
+        failure.nodes,
+        failure.nodes,
+        failure.needed
+    )
+}
+
+/// What a Redlock can still lose when `answered` of its nodes answer and it needs `needed`:
+/// `one more node failure stops it`, `it survives 2 more node failures`.
+pub fn node_margin(answered: usize, needed: usize) -> String {
+    match answered.saturating_sub(needed) {
+        0 => "one more node failure stops it".to_owned(),
+        1 => "it survives one more node failure".to_owned(),
+        n => format!("it survives {n} more node failures"),
+    }
+}
+
+/// Which nodes of a Redlock answered, for `-v`: `2 of the 3 Redis nodes (a Redlock needs 2):
+/// redis://a redis://b; not redis://c`.
+pub fn answering(answering: &Answering) -> String {
+    let mut text = format!(
+        "{} of the {} Redis nodes (a Redlock needs {}): {}",
+        answering.answered.len(),
+        answering.answered.len() + answering.silent.len(),
+        answering.needed,
+        answering.answered.join(" ")
+    );
+    if !answering.silent.is_empty() {
+        text.push_str(&format!("; not {}", answering.silent.join(" ")));
+    }
+    sanitize(&text)
 }
 
 /// Quote user-controlled text for a message: wrapped in double quotes, with control characters,

@@ -445,14 +445,9 @@ fn a_split_is_reported_with_each_nodes_view() {
     assert_eq!(v[0]["key"], "sp");
     assert_eq!(v[0]["split"], true);
 
-    // `break` has no holder to break: it says so and what to do, and touches nothing.
-    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--yes"]));
-    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("the lock is split") && stderr(&out).contains("distlock status"),
-        "{}",
-        stderr(&out)
-    );
+    // `break` (see `break_releases_every_token_of_a_split`) needs --yes or a terminal.
+    let out = run(redlock(&nodes).args(["break", "-k", "sp"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     assert_eq!(
         nodes.node(0).get(&lock_key("sp")).as_deref(),
         Some("token-a-0000")
@@ -466,4 +461,652 @@ fn a_split_is_reported_with_each_nodes_view() {
         distlock(&single).args(["status", "-k", "one", "--json"])
     ));
     assert!(v.get("nodes").is_none() && v.get("split").is_none(), "{v}");
+}
+
+/// distlock over a Redlock of exactly these URLs (nodes of several fixtures).
+fn redlock_at(urls: &[String]) -> Command {
+    let mut cmd = bare_distlock();
+    for url in urls {
+        cmd.arg("--redis").arg(url);
+    }
+    cmd
+}
+
+/// The part of an error after "a Redlock needs N": the nodes that failed, each with its error.
+fn failed_nodes(text: &str) -> &str {
+    text.split_once("a Redlock needs ")
+        .map_or("", |(_, rest)| rest)
+}
+
+/// A majority that refuses at the first attempt (nothing listens on its ports; or a node
+/// refuses and another wants a password the URL lacks) cannot work now: 69 at once, naming each
+/// node that refused and why, as one server that refuses does. Not after --unreachable-after
+/// (20s here): the first attempt ends it (the message then counts no attempts).
+#[test]
+fn a_majority_that_refuses_at_first_fails_at_once_naming_the_nodes() {
+    for n in [3, 5] {
+        let mut nodes = Primaries::start(n);
+        let majority = n / 2 + 1;
+        for i in 0..majority {
+            nodes.kill(i);
+        }
+        let started = Instant::now();
+        let out = run(redlock(&nodes).args([
+            "run",
+            "-k",
+            "refused",
+            "--unreachable-after",
+            "20s",
+            "--",
+            "echo",
+            "ran",
+        ]));
+        let took = started.elapsed();
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{n} nodes: {text}");
+        assert!(out.stdout.is_empty(), "the command must not run");
+        assert!(!text.contains("attempts"), "{n} nodes, one attempt: {text}");
+        assert!(took < Duration::from_secs(10), "{n} nodes: {took:?}");
+        let failed = failed_nodes(&text);
+        for i in 0..n {
+            let named = failed.contains(&format!("{} cannot connect", nodes.url(i)));
+            assert_eq!(named, i < majority, "{n} nodes, node {i}: {text}");
+        }
+        for i in majority..n {
+            nothing_left_but_the_fence(&nodes, i, "refused");
+        }
+    }
+
+    // One node refuses, another wants a password: no majority can answer either.
+    let nodes = Primaries::start(1);
+    let locked = Redis::start_with(&["--requirepass", "n0-secret"]);
+    let refusing = Redis::start();
+    let refusing_url = refusing.url();
+    drop(refusing);
+    let urls = [nodes.url(0), refusing_url.clone(), locked.url()];
+    let out = run(redlock_at(&urls).args(["run", "-k", "mixed", "--", "echo", "ran"]));
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{text}");
+    assert!(!text.contains("attempts"), "{text}");
+    let failed = failed_nodes(&text);
+    assert!(
+        failed.contains(&format!("{refusing_url} cannot connect")),
+        "{text}"
+    );
+    assert!(
+        failed.contains(&format!("{} authentication failed", locked.url())),
+        "{text}"
+    );
+    assert!(!failed.contains(&nodes.url(0)), "{text}");
+}
+
+/// A majority that does not answer (stopped) at the first attempt is waited for, bounded by
+/// --unreachable-after; a majority that refuses or stops after distlock has heard from it is a
+/// failure while waiting, bounded by --wait: both as before, with the nodes named.
+#[test]
+fn a_majority_that_stops_answering_keeps_the_bounded_wait() {
+    let mut nodes = Primaries::start(3);
+    nodes.stop(0);
+    nodes.stop(1);
+    let started = Instant::now();
+    let out = run(redlock(&nodes).args([
+        "run",
+        "-k",
+        "stopped",
+        "--unreachable-after",
+        "1s",
+        "--node-timeout",
+        "100ms",
+        "--",
+        "true",
+    ]));
+    let took = started.elapsed();
+    nodes.cont(0);
+    nodes.cont(1);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{text}");
+    assert!(took >= Duration::from_secs(1), "not at once: {took:?}");
+    assert!(text.contains("attempts over"), "{text}");
+    assert!(
+        failed_nodes(&text).contains(&format!("{} no answer within", nodes.url(0))),
+        "{text}"
+    );
+
+    // Later: a waiter that has heard the nodes (the lock is held by a stranger on all three)
+    // sees two of them killed, then stopped; it keeps waiting until its --wait ends.
+    for fault in ["kill", "stop"] {
+        let key = format!("later-{fault}");
+        for i in 0..3 {
+            stranger(&nodes, i, &key, "someone-else-0000");
+        }
+        let evals = |nodes: &Primaries| nodes.node(2).successful_calls("evalsha");
+        let before = evals(&nodes);
+        let started = Instant::now();
+        let mut waiter = spawn(redlock(&nodes).args([
+            "run",
+            "-k",
+            &key,
+            "--wait",
+            "2s",
+            "--wait-mode",
+            "spin",
+            "--node-timeout",
+            "100ms",
+            "--",
+            "true",
+        ]));
+        // It has heard a majority: its first attempt (an acquire and a release on every node,
+        // the lock being busy) is over once its second one reaches node 2.
+        wait_while_running("the waiter's second attempt", &mut waiter, || {
+            evals(&nodes) >= before + 3
+        });
+        for i in 0..2 {
+            if fault == "kill" {
+                nodes.kill(i);
+            } else {
+                nodes.stop(i);
+            }
+        }
+        let out = finish(waiter);
+        let took = started.elapsed();
+        for i in 0..2 {
+            if fault == "kill" {
+                nodes.restart(i);
+            } else {
+                nodes.cont(i);
+            }
+        }
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{fault}: {text}");
+        assert!(
+            took >= Duration::from_secs(2),
+            "{fault}: waited {took:?}: {text}"
+        );
+        assert!(text.contains("failed while waiting"), "{fault}: {text}");
+    }
+}
+
+/// Start a fixture's run that holds `key` until [`release`] lets it go, renewing often, with
+/// `-v` and JSON messages; each node gets `node_timeout` to answer. (A long TTL: renewals that
+/// a loaded machine delays must not end the run, which is not what these tests are about.)
+fn holding_json(cmd: Command, dir: &Scratch, key: &str, node_timeout: &str) -> Child {
+    let mut cmd = cmd;
+    cmd.args(["-v", "--log-format", "json"]);
+    hold_until_released(
+        cmd,
+        dir,
+        key,
+        &[
+            "--ttl",
+            "20s",
+            "--renew-every",
+            "300ms",
+            "--node-timeout",
+            node_timeout,
+        ],
+    )
+}
+
+/// Wait for two renewals of `key` by `holder`, each seen as a rise of the key's expiry on one of
+/// `good` (a node that timed out on the acquire under load may not hold the lock; the others
+/// do). If they do not come, the holder is stopped and its messages shown.
+fn renewals(good: &[&Redis], key: &str, holder: &mut Child) {
+    let ttls = || -> Vec<i64> { good.iter().map(|n| n.pttl(&lock_key(key))).collect() };
+    for _ in 0..2 {
+        // Compared with the previous sample, not the first: a first sample taken just as a
+        // renewal landed is the full TTL, which no later renewal exceeds.
+        let mut before = ttls();
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let now = ttls();
+            if now.iter().zip(&before).any(|(n, b)| *b > 0 && n > b) {
+                break;
+            }
+            before = now.clone();
+            if let Ok(Some(status)) = holder.try_wait() {
+                panic!("the holder exited with {status} before its renewals");
+            }
+            if Instant::now() >= deadline {
+                let _ = holder.kill();
+                let mut err = String::new();
+                if let Some(mut pipe) = holder.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+                }
+                panic!("no renewal of {key} within {BOUND:?} (expiries {now:?}): {err}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// The JSON lines of `text` with event `event`.
+fn events_named(text: &str, event: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// A node that fails while a majority answers (refused, a password it requires and the URL
+/// lacks, a wrong password, a certificate from another CA, silence) is named in one warning per
+/// run, with its error, however many renewals fail on it; the run goes on and ends 0; `-v`
+/// names the nodes that answered. No password is shown.
+#[test]
+fn a_failing_node_is_named_once_and_the_run_goes_on() {
+    let nodes = Primaries::start(2);
+    let good = nodes.urls();
+    let refusing = {
+        let r = Redis::start();
+        r.url()
+    };
+    let locked = Redis::start_with(&["--requirepass", "n2-secret"]);
+    let silent = Silent::start();
+    let wrong = locked
+        .url()
+        .replace("redis://", "redis://:not-the-password@");
+    let cases: [(&str, String, &str); 4] = [
+        ("refused", refusing, "cannot connect"),
+        ("noauth", locked.url(), "requires a password"),
+        ("wrongpass", wrong, "authentication failed"),
+        ("silent", silent.url(), "no answer within"),
+    ];
+    for (case, bad, error) in cases {
+        let urls = [good[0].clone(), bad.clone(), good[1].clone()];
+        let dir = Scratch::new();
+        let mut holder = holding_json(redlock_at(&urls), &dir, case, "300ms");
+        // Renewals go on without the node: two of them reach node 0.
+        renewals(&[nodes.node(0), nodes.node(1)], case, &mut holder);
+        release(&dir);
+        let out = finish(holder);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{case}: {text}");
+        assert!(!text.contains("not-the-password"), "{case}: {text}");
+        let warnings = events_named(&text, "node-failed");
+        assert_eq!(warnings.len(), 1, "{case}: once per run: {text}");
+        let msg = warnings[0]["msg"].as_str().unwrap_or_default();
+        let shown = bad.replace("not-the-password", "***");
+        assert!(
+            msg.contains(&format!("Redis node {shown} failed")),
+            "{case}: {msg}"
+        );
+        assert!(msg.contains(error), "{case}: {msg}");
+        assert!(
+            msg.contains("one more node failure stops it"),
+            "{case}: {msg}"
+        );
+        assert_eq!(warnings[0]["level"], "warning");
+        let connected = events_named(&text, "connected");
+        let msg = connected[0]["msg"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains(&format!(
+                "2 of the 3 Redis nodes (a Redlock needs 2): {} {}",
+                good[0], good[1]
+            )),
+            "{case}: {msg}"
+        );
+        assert!(msg.contains(&format!("; not {shown}")), "{case}: {msg}");
+    }
+
+    // Five nodes, two failing (one refuses, one wants a password): each named once.
+    let five = Primaries::start(3);
+    let urls = [
+        five.url(0),
+        silent.url(),
+        five.url(1),
+        locked.url(),
+        five.url(2),
+    ];
+    let dir = Scratch::new();
+    let mut holder = holding_json(redlock_at(&urls), &dir, "five", "300ms");
+    renewals(
+        &[five.node(0), five.node(1), five.node(2)],
+        "five",
+        &mut holder,
+    );
+    release(&dir);
+    let out = finish(holder);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let warnings = events_named(&text, "node-failed");
+    assert_eq!(warnings.len(), 2, "{text}");
+    for (warning, (url, error)) in warnings.iter().zip([
+        (silent.url(), "no answer within"),
+        (locked.url(), "requires a password"),
+    ]) {
+        let msg = warning["msg"].as_str().unwrap_or_default();
+        assert!(msg.contains(&format!("Redis node {url} failed")), "{msg}");
+        assert!(msg.contains(error), "{msg}");
+        assert!(
+            msg.contains("3 of 5 nodes that answered (a Redlock of 5 needs 3)"),
+            "{msg}"
+        );
+    }
+}
+
+/// A node whose certificate another CA signed fails its TLS handshake: named once, with the
+/// TLS error; the two others carry the run.
+#[test]
+fn a_node_with_an_untrusted_certificate_is_named_once() {
+    let pki = crate::tls::pki();
+    let other = crate::tls::pki();
+    let nodes = Primaries::start_with(2, Redis::options().tls(&pki));
+    let stranger_ca = crate::tls::tls_redis(&other, "no");
+    let urls = [nodes.url(0), stranger_ca.url(), nodes.url(1)];
+    let mut cmd = redlock_at(&urls);
+    cmd.args(["--tls-ca", &pki.dir.str("ca.crt")]);
+    let dir = Scratch::new();
+    let mut holder = holding_json(cmd, &dir, "tls", "1s");
+    renewals(&[nodes.node(0), nodes.node(1)], "tls", &mut holder);
+    release(&dir);
+    let out = finish(holder);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let warnings = events_named(&text, "node-failed");
+    assert_eq!(warnings.len(), 1, "{text}");
+    let msg = warnings[0]["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(&format!(
+            "Redis node {} failed (TLS failure",
+            stranger_ca.url()
+        )),
+        "{msg}"
+    );
+    assert!(msg.contains("--tls-ca"), "the hint: {msg}");
+}
+
+/// `status` and `list` show each node that did not answer (a majority did), with its error;
+/// `status --json` gives the error in the node's entry.
+#[test]
+fn status_and_list_show_the_nodes_that_did_not_answer() {
+    let nodes = Primaries::start(2);
+    let locked = Redis::start_with(&["--requirepass", "n2-secret"]);
+    let urls = [nodes.url(0), nodes.url(1), locked.url()];
+    let out = run(redlock_at(&urls).args(["acquire", "-k", "st"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlock_at(&urls).args(["status", "-k", "st"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.starts_with("lock \"st\" is held\n"), "{text}");
+    assert!(
+        text.contains("1 of the 3 nodes did not answer (the lock works with the other 2;"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\n  node {}: authentication failed: Redis requires a password",
+            locked.url()
+        )),
+        "{text}"
+    );
+    let out = run(redlock_at(&urls).args(["status", "-k", "free", "--json"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["nodes"][0]["held"], false, "{v}");
+    assert!(v["nodes"][0].get("error").is_none(), "{v}");
+    let error = v["nodes"][2]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("requires a password"), "{v}");
+    for args in [&["list"][..], &["list", "--json"]] {
+        let out = run(redlock_at(&urls).args(args));
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        assert!(
+            text.contains(&format!(
+                "warning: Redis node {} did not answer (authentication failed",
+                locked.url()
+            )),
+            "{args:?}: {text}"
+        );
+    }
+    let out = run(redlock_at(&urls).args(["list"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nst\t"));
+}
+
+/// `break` on a split, asked on a terminal: the question shows each node's holder; the answer
+/// is typed once the question is shown. Returns the process, its stderr so far, and the
+/// terminal; `before_answer` runs between the question and the answer.
+fn break_on_a_terminal(
+    cmd: &mut Command,
+    answer: &str,
+    before_answer: impl FnOnce(),
+) -> (i32, String) {
+    use std::io::{Read, Write};
+    let (mut child, mut master) = on_a_terminal(cmd);
+    let mut err = child.stderr.take().expect("stderr");
+    let mut text = Vec::new();
+    let deadline = Instant::now() + BOUND;
+    while !String::from_utf8_lossy(&text).contains("[y/N] ") {
+        assert!(
+            Instant::now() < deadline,
+            "no question: {}",
+            String::from_utf8_lossy(&text)
+        );
+        let mut chunk = [0u8; 4096];
+        let n = err.read(&mut chunk).expect("read stderr");
+        assert!(n > 0, "stderr closed: {}", String::from_utf8_lossy(&text));
+        text.extend_from_slice(&chunk[..n]);
+    }
+    before_answer();
+    master.write_all(answer.as_bytes()).unwrap();
+    let out = finish(child);
+    let _ = err.read_to_end(&mut text);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&text).into_owned(),
+    )
+}
+
+/// The lock keys of `key` that node `i` keeps (the fence counter aside).
+fn lock_keys(nodes: &Primaries, i: usize, key: &str) -> Vec<String> {
+    let fence = format!("{}:fence", lock_key(key));
+    keys(nodes, i)
+        .into_iter()
+        .filter(|k| k.starts_with(&lock_key(key)) && *k != fence)
+        .collect()
+}
+
+/// `break` on a split (no token on a majority): shows each node's holder and, with --yes or a
+/// yes on the terminal, releases every token that some node holds, each by token on every
+/// node; then the lock is free and can be taken at once. No --yes and no terminal: 64; no: 1;
+/// --holder: that token alone. A token replaced between the question and the answer is not
+/// deleted (the release compares tokens). 3 and 5 nodes.
+#[test]
+fn break_releases_every_token_of_a_split() {
+    // Five nodes: one token on nodes 0-1, another on 2-3, node 4 free.
+    let five = Primaries::start(5);
+    for (i, token) in [
+        "tok-a-1111-0000",
+        "tok-a-1111-0000",
+        "tok-b-2222-0000",
+        "tok-b-2222-0000",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        stranger(&five, i, "sp5", token);
+    }
+    let out = run(redlock(&five).args(["break", "-k", "sp5"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "on 2 of the 5 nodes: {} {}",
+            five.url(0),
+            five.url(1)
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lock_keys(&five, 0, "sp5").len(), 1, "untouched");
+    let out = run(redlock(&five).args(["break", "-k", "sp5", "--yes"]));
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("released 2 of the 2 tokens"), "{text}");
+    for i in 0..5 {
+        assert!(lock_keys(&five, i, "sp5").is_empty(), "node {i}: {text}");
+    }
+    let out = run(redlock(&five).args(["run", "-k", "sp5", "-n", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "free at once: {}", stderr(&out));
+    let out = run(redlock(&five).args(["break", "-k", "sp5", "--yes"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    // Three nodes: a distlock holder's token on node 0 only (the others lost it), strangers'
+    // tokens on nodes 1 and 2.
+    let nodes = Primaries::start(3);
+    let out = run(redlock(&nodes).args(["acquire", "-k", "sp", "--ttl", "60s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    for i in 1..3 {
+        let owner = format!("{}:owner", lock_key("sp"));
+        let _: i64 = nodes.node(i).cmd(&["DEL", &lock_key("sp"), &owner]);
+        stranger(&nodes, i, "sp", &format!("stranger-{i}-0000-1111"));
+    }
+    // No on the terminal: nothing released.
+    let (code, text) =
+        break_on_a_terminal(redlock(&nodes).args(["break", "-k", "sp"]), "n\n", || {});
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("is split"), "{text}");
+    assert!(
+        text.contains(&format!("node {}: {}", nodes.url(0), &token[..8])),
+        "{text}"
+    );
+    assert!(text.contains("Release all 3 tokens"), "{text}");
+    assert_eq!(nodes.node(0).get(&lock_key("sp")), Some(token.clone()));
+    // --holder: one stranger's token alone (still a split: no two nodes agree).
+    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--holder", "stranger-1", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("released 1 of the 1 token"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!nodes.node(1).exists(&lock_key("sp")));
+    assert_eq!(nodes.node(0).get(&lock_key("sp")), Some(token.clone()));
+    assert!(nodes.node(2).exists(&lock_key("sp")));
+    // Yes, but node 0's token changes between the question and the answer: the newcomer's
+    // stays, the other token goes.
+    let (code, text) =
+        break_on_a_terminal(redlock(&nodes).args(["break", "-k", "sp"]), "y\n", || {
+            stranger(&nodes, 0, "sp", "newcomer-0000-1111");
+        });
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("Release all 2 tokens"), "{text}");
+    assert!(text.contains("was gone meanwhile; not released"), "{text}");
+    assert!(text.contains("released 1 of the 2 tokens"), "{text}");
+    assert_eq!(
+        nodes.node(0).get(&lock_key("sp")).as_deref(),
+        Some("newcomer-0000-1111")
+    );
+    assert!(!nodes.node(2).exists(&lock_key("sp")));
+    // Two of three nodes are free: the lock is free (the newcomer's key expires by itself).
+    let out = run(redlock(&nodes).args(["break", "-k", "sp", "--yes"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+/// How many clients of node `i` are subscribed to the release channel of `key`.
+fn subscribers(nodes: &Primaries, i: usize, key: &str) -> i64 {
+    let channel = format!("{}:released", lock_key(key));
+    let (_, count): (String, i64) = nodes.node(i).cmd(&["PUBSUB", "NUMSUB", &channel]);
+    count
+}
+
+/// Waiters of a Redlock learn of a release from any node that publishes it, in both wait modes:
+/// a notify waiter is subscribed on every node, a spin waiter polls them all. The nodes the
+/// notification would have come from before (node 0) are stopped before the release, so that it
+/// reaches the others only; on five nodes, only one node that held the lock is left to publish
+/// it. The holder's lock expires 30s after its last renewal: a waiter that missed the release
+/// would wait for that (it did, before waiters subscribed on every node); these start within
+/// seconds of the release.
+#[test]
+fn waiters_hear_a_release_from_any_node_in_both_modes() {
+    for mode in ["notify", "spin"] {
+        // Three nodes: the holder holds all three; node 0 is stopped before the release.
+        let mut nodes = Primaries::start(3);
+        woken_by_a_release(&mut nodes, mode, "three", &[0], 1);
+
+        // Five nodes: the holder took nodes 0-2 while 3 and 4 were down (they are back, empty);
+        // 0 and 1 are stopped before the release, which then reaches node 2 alone (3 and 4 do
+        // not hold the lock, so they publish nothing), and 2-4 are the waiter's majority.
+        let mut five = Primaries::start(5);
+        five.kill(3);
+        five.kill(4);
+        woken_by_a_release(&mut five, mode, "five", &[0, 1], 2);
+    }
+}
+
+/// A holder of `key` on `nodes` (nodes that are down are restarted once it holds), a waiter in
+/// `mode`; `stop` are stopped, then the holder lets go: the waiter must take the lock promptly.
+/// `publisher` is a node that will publish the release.
+fn woken_by_a_release(
+    nodes: &mut Primaries,
+    mode: &str,
+    key: &str,
+    stop: &[usize],
+    publisher: usize,
+) {
+    let dir = Scratch::new();
+    let fast = ["--node-timeout", "100ms"];
+    let mut holder_cmd = redlock(nodes);
+    holder_cmd.args(fast);
+    // Renewed often: its first renewal makes its expiry the full 30s (rather than its claim
+    // of seconds), which a waiter that missed the release would wait for.
+    let mut holder = hold_until_released(
+        holder_cmd,
+        &dir,
+        key,
+        &["--ttl", "30s", "--renew-every", "200ms"],
+    );
+    wait_renewed_on(nodes.node(publisher), &lock_key(key), &mut holder);
+    for i in 0..nodes.len() {
+        if !nodes.node(i).is_up() {
+            nodes.restart(i);
+        }
+    }
+    let started = dir.str("started");
+    let mut waiter = spawn(
+        redlock(nodes)
+            .args(["-v", "run", "-k", key, "--wait", "60s", "--wait-mode", mode])
+            .args(fast)
+            .args(["--", "sh", "-c"])
+            .arg(format!("echo started > {started}")),
+    );
+    if mode == "notify" {
+        // Subscribed on every node (a majority at least before its attempt; all soon after).
+        wait_while_running("the waiter to subscribe on every node", &mut waiter, || {
+            (0..nodes.len()).all(|i| subscribers(nodes, i, key) > 0)
+        });
+    } else {
+        // Polling: two attempts (an acquire and a release each, the lock being busy) reached
+        // the node that will publish.
+        let before = nodes.node(publisher).successful_calls("evalsha");
+        wait_while_running("the waiter to poll", &mut waiter, || {
+            nodes.node(publisher).successful_calls("evalsha") >= before + 4
+        });
+    }
+    for &i in stop {
+        nodes.stop(i);
+    }
+    let released = Instant::now();
+    release(&dir);
+    wait_while_running("the waiter's command", &mut waiter, || {
+        dir.path("started").exists()
+    });
+    let took = released.elapsed();
+    for &i in stop {
+        nodes.cont(i);
+    }
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{mode} {key}: {}", stderr(&out));
+    let out = finish(waiter);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{mode} {key}: {text}");
+    assert!(
+        took < Duration::from_secs(10),
+        "{mode} {key}: {took:?}: {text}"
+    );
+    if mode == "notify" {
+        assert!(
+            text.contains("release notification received"),
+            "{mode} {key}: {text}"
+        );
+    }
 }

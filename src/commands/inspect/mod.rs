@@ -15,37 +15,25 @@ use crate::backend::Budget;
 use crate::commands::Exit;
 use crate::error::Error;
 use crate::exit;
-use crate::lock::{self, Lock, LockName, LockState, Survey, Topology};
+use crate::lock::{self, Lock, LockName, Survey, Topology};
 use crate::output::{self, Ev, Level, Output};
 
 use breaking::Consent;
 use view::View;
 
-/// Look at one lock.
-fn read(topology: &Topology, name: &LockName) -> Result<(Box<dyn Lock>, LockState), Error> {
+/// Survey one lock: what a majority agrees on (or a split), with each node's view; and the
+/// lock, to act on what was seen.
+fn survey(topology: &Topology, name: &LockName) -> Result<(Box<dyn Lock>, Survey), Error> {
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name.clone(), topology);
-    match lock.inspect(&budget) {
-        Ok(state) => Ok((lock, state)),
+    match lock.survey(&budget) {
+        Ok(survey) => Ok((lock, survey)),
         Err(e) => Err(Error::redis(
             format!("cannot read lock {}", output::quote(name.key())),
             lock.describe(),
             e,
         )),
     }
-}
-
-/// Survey one lock: what a majority agrees on (or a split), with each node's view.
-fn survey(topology: &Topology, name: &LockName) -> Result<Survey, Error> {
-    let budget = Budget::within(topology.timeout());
-    let mut lock = lock::open(name.clone(), topology);
-    lock.survey(&budget).map_err(|e| {
-        Error::redis(
-            format!("cannot read lock {}", output::quote(name.key())),
-            lock.describe(),
-            e,
-        )
-    })
 }
 
 fn print(text: &str) -> Result<(), Error> {
@@ -84,7 +72,7 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
 /// holder has a majority, so nobody holds the lock and nobody can take it until the nodes'
 /// locks expire (busy, retry later: the code of a busy lock).
 pub fn status(topology: Topology, name: LockName, json: bool, out: &Output) -> Result<Exit, Error> {
-    let survey = survey(&topology, &name)?;
+    let (_, survey) = survey(&topology, &name)?;
     let view = View::surveyed(&name, &survey, SystemTime::now());
     if json {
         print_json(&view.json())?;
@@ -108,8 +96,28 @@ pub fn list(
     json: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let locks = lock::list(&topology, prefix, pattern)
+    let listing = lock::list(&topology, prefix, pattern)
         .map_err(|source| Error::redis("cannot list locks", topology.describe(), source))?;
+    // Nodes of a Redlock that did not answer: on stderr, so that the table and the JSON keep
+    // their shape (each lock's `nodes` in the JSON says it too).
+    let nodes = match &topology {
+        Topology::Redlock { nodes, .. } => nodes.len(),
+        Topology::Single(_) => 1,
+    };
+    for (address, error) in &listing.silent {
+        let answered = nodes - listing.silent.len();
+        out.warn(
+            Ev::NodeFailed,
+            format!(
+                "Redis node {} did not answer ({error}); the list shows what the other {answered} \
+                 of the {nodes} nodes hold (a Redlock of {nodes} needs {}, so {})",
+                output::sanitize(address),
+                nodes / 2 + 1,
+                output::node_margin(answered, nodes / 2 + 1)
+            ),
+        );
+    }
+    let locks = listing.locks;
     let now = SystemTime::now();
     let views: Vec<View<'_>> = locks
         .iter()
@@ -184,7 +192,8 @@ fn table<const N: usize>(rows: &[[String; N]], aligned: bool) -> String {
 }
 
 /// `distlock break`: 0 broken, 1 nothing broken. `holder` (an id prefix, as `status` shows
-/// it) breaks that holder alone; without it, every holder shown is broken.
+/// it) breaks that holder alone; without it, every holder shown is broken. On a Redlock's
+/// split (no holder has a majority), the holders are the tokens its nodes hold.
 pub fn break_lock(
     topology: Topology,
     name: LockName,
@@ -193,8 +202,8 @@ pub fn break_lock(
     out: &Output,
 ) -> Result<Exit, Error> {
     let timeout = topology.timeout();
-    let (mut lock, state) = read(&topology, &name)?;
-    let view = View::new(&name, &state, SystemTime::now());
+    let (mut lock, survey) = survey(&topology, &name)?;
+    let view = View::surveyed(&name, &survey, SystemTime::now());
     // Like rm -i: ask when someone can answer on a terminal.
     let mut ask = |question: &str| {
         out.prompt(Ev::ConfirmBreak, question);
@@ -209,14 +218,28 @@ pub fn break_lock(
     } else {
         Consent::Impossible
     };
-    breaking::break_holders(
-        lock.as_mut(),
-        &view,
-        holder.as_deref(),
-        consent,
-        &|| Budget::within(timeout),
-        out,
-    )
+    let budget = || Budget::within(timeout);
+    let broken = if view.split {
+        breaking::break_split(
+            lock.as_mut(),
+            &view,
+            holder.as_deref(),
+            consent,
+            &budget,
+            out,
+        )
+    } else {
+        breaking::break_holders(
+            lock.as_mut(),
+            &view,
+            holder.as_deref(),
+            consent,
+            &budget,
+            out,
+        )
+    };
+    crate::commands::warn_failed_nodes(lock.as_mut(), out);
+    broken
 }
 
 #[cfg(test)]

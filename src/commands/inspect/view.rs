@@ -200,6 +200,37 @@ impl<'a> View<'a> {
                 text.push_str(&format!("  {}. {}\n", i + 1, self.waiter_line(waiting)));
             }
         }
+        text.push_str(&self.silent_nodes_text());
+        text
+    }
+
+    /// The nodes of a Redlock that did not answer, for people: how many, and what the lock
+    /// can still lose, then a line per node with its error. Empty when every node answered.
+    fn silent_nodes_text(&self) -> String {
+        let silent: Vec<(&str, &str)> = self
+            .nodes
+            .iter()
+            .filter_map(|node| node.state.as_ref().err().map(|e| (node.address, *e)))
+            .collect();
+        if silent.is_empty() {
+            return String::new();
+        }
+        let nodes = self.nodes.len();
+        let needed = nodes / 2 + 1;
+        let answered = nodes - silent.len();
+        let margin = output::node_margin(answered, needed);
+        let mut text = format!(
+            "{} of the {nodes} nodes did not answer (the lock works with the other {answered}; \
+             a Redlock of {nodes} needs {needed}, so {margin}):\n",
+            silent.len()
+        );
+        for (address, error) in silent {
+            text.push_str(&format!(
+                "  node {}: {}\n",
+                output::sanitize(address),
+                output::sanitize(error)
+            ));
+        }
         text
     }
 
