@@ -45,7 +45,8 @@ const ROW_DATA: Row = Row {
     code: "65",
     meaning: "the Redis key exists but holds another type of value, so it is not a lock, or the \
               lock is used with another --limit (a mutex and a semaphore, or two limits); choose \
-              another --key or --prefix, or the same --limit",
+              another --key or --prefix, or the same --limit; or a newer distlock stores the \
+              lock in a key layout this one does not speak: upgrade distlock",
 };
 const ROW_UNAVAILABLE: Row = Row {
     code: "69",

@@ -42,7 +42,24 @@ pub enum BackendError {
     Reply(String),
     /// `--replicas`: fewer replicas than required acknowledged a write in time.
     NotReplicated(Box<Unreplicated>),
+    /// The lock is stored in a newer key layout than this distlock speaks (its protocol
+    /// marker names a higher version): a script refused it before reading or changing
+    /// anything (see `lock/lua/protocol.lua`). Fatal.
+    NewerProtocol(Box<Newer>),
 }
+
+/// A lock in a newer key layout, as a script reported it.
+#[derive(Clone, Debug)]
+pub struct Newer {
+    /// The protocol the lock's marker names, as stored (sanitised by the script).
+    pub found: String,
+    /// The lock's key, when the message does not name it otherwise (`list`).
+    pub key: Option<String>,
+}
+
+/// The error code with which a script refuses a lock of a newer protocol
+/// (`DISTLOCK-PROTOCOL <found> <ours>`, see `lock/lua/protocol.lua`).
+pub const PROTOCOL_ERROR: &str = "DISTLOCK-PROTOCOL";
 
 /// A write that `--replicas` could not confirm.
 #[derive(Clone, Debug)]
@@ -71,7 +88,8 @@ impl BackendError {
             | BackendError::Tls(_)
             | BackendError::Mismatch(_)
             | BackendError::Reply(_)
-            | BackendError::NotReplicated(_) => false,
+            | BackendError::NotReplicated(_)
+            | BackendError::NewerProtocol(_) => false,
         }
     }
 
@@ -83,7 +101,8 @@ impl BackendError {
             BackendError::Connect(_)
             | BackendError::Auth(_)
             | BackendError::Tls(_)
-            | BackendError::Mismatch(_) => true,
+            | BackendError::Mismatch(_)
+            | BackendError::NewerProtocol(_) => true,
             BackendError::Server { code, .. } => !matches!(
                 code.as_str(),
                 "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN"
@@ -116,6 +135,11 @@ impl BackendError {
         matches!(self, BackendError::Server { code, .. } if code == "WRONGTYPE")
     }
 
+    /// The lock is stored in a newer key layout than this distlock speaks.
+    pub fn is_newer_protocol(&self) -> bool {
+        matches!(self, BackendError::NewerProtocol(_))
+    }
+
     /// A one-line hint on what the user can do, when there is a useful one.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
@@ -131,6 +155,9 @@ impl BackendError {
             BackendError::Timeout { .. } => Some("raise --redis-timeout if Redis is just slow"),
             BackendError::NotReplicated(_) => Some(
                 "check the primary's replicas (INFO replication), or raise --replicas-timeout, or lower --replicas",
+            ),
+            BackendError::NewerProtocol(_) => Some(
+                "a newer distlock uses this lock: upgrade distlock on this machine (every client of a lock must speak its protocol; see docs/protocol.md); nothing was changed",
             ),
             BackendError::Server { code, detail } => match code.as_str() {
                 "NOPERM" => Some(ACL_HINT),
@@ -171,6 +198,18 @@ impl fmt::Display for BackendError {
             BackendError::Mismatch(detail) => f.write_str(detail),
             BackendError::Server { code, detail } => write!(f, "Redis error {code} {detail}"),
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
+            BackendError::NewerProtocol(newer) => write!(
+                f,
+                "{} is stored in key layout protocol {}, and this distlock ({}) speaks \
+                 protocol {}",
+                newer.key.as_deref().map_or_else(
+                    || "the lock".to_owned(),
+                    |k| format!("lock {}", crate::output::quote(k))
+                ),
+                newer.found,
+                env!("CARGO_PKG_VERSION"),
+                crate::lock::PROTOCOL
+            ),
             BackendError::NotReplicated(u) => match &u.detail {
                 None => write!(
                     f,
@@ -230,6 +269,14 @@ impl BackendError {
             )),
             ErrorKind::UnexpectedReturnType => BackendError::Reply(err.to_string()),
             _ => match err.code() {
+                Some(PROTOCOL_ERROR) => BackendError::NewerProtocol(Box::new(Newer {
+                    found: err
+                        .detail()
+                        .and_then(|d| d.split_whitespace().next())
+                        .unwrap_or("unknown")
+                        .to_owned(),
+                    key: None,
+                })),
                 Some(code) => {
                     let code = code.to_owned();
                     let detail = err.detail().unwrap_or_default().to_owned();

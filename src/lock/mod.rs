@@ -30,6 +30,9 @@
 //! | `P{K}` | the lock: a string holding the holder's token (a uuid v4), with a PX expiry |
 //! | `P{K}:owner` | hash of holder metadata (see [`holder`]), same expiry, written with the lock |
 //! | `P{K}:released` | pub/sub channel; the release script publishes on it |
+//! | `P{K}:protocol` | absent in this layout (protocol [`PROTOCOL`]); a newer, incompatible layout keeps its number there, and every script refuses such a lock (`lua/protocol.lua`) |
+//!
+//! (`lua/common.lua` lists every key; `docs/protocol.md` is the reference for other clients.)
 //!
 //! The braces make `K` a Cluster hash tag, so every companion key `P{K}:...` lives in the same
 //! slot as the lock.
@@ -47,6 +50,10 @@ use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 
 pub use holder::{HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
+
+/// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
+/// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
+pub const PROTOCOL: u32 = 1;
 
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -541,6 +548,16 @@ mod tests {
         assert_eq!(uuid.get_version_num(), 4, "{a:?}");
         assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{a:?}");
         assert_eq!(a.as_str().len(), 36);
+    }
+
+    #[test]
+    fn the_scripts_check_the_protocol_this_client_speaks() {
+        let check = include_str!("lua/protocol.lua");
+        assert!(
+            check.contains(&format!("protocol ~= '{PROTOCOL}'")),
+            "{check}"
+        );
+        assert!(check.contains(&format!("' {PROTOCOL}')")), "{check}");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! on one Redis (so they exclude and are excluded by distlock on the same key), plus distlock's
 //! holder metadata, a fair line of waiters with direct hand-off, counting semaphores, and
 //! fencing tokens beside it. The protocol lives in `lua/*.lua`, each script being
-//! `lua/common.lua` followed by its own body; this file only encodes requests and decodes
-//! replies.
+//! `lua/protocol.lua` (the key-layout version check), `lua/common.lua` and its own body; this
+//! file only encodes requests and decodes replies.
 //!
 //! # The line
 //!
@@ -34,6 +34,7 @@ macro_rules! script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("lua/protocol.lua"),
                 include_str!("lua/common.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -393,8 +394,9 @@ pub fn list(
                 .filter_map(|redis_key| {
                     let (key, rest) = LockName::split(prefix, redis_key)?;
                     // A lock shows in its mutex key, its slots or its line (the fence counter
-                    // stays after the lock is gone, and says nothing about it).
-                    matches!(rest, "" | ":slots" | ":queue").then(|| key.to_owned())
+                    // stays after the lock is gone, and says nothing about it); a lock in a
+                    // newer layout by its protocol marker, and its inspection then refuses it.
+                    matches!(rest, "" | ":slots" | ":queue" | ":protocol").then(|| key.to_owned())
                 }),
         );
     }
@@ -419,6 +421,10 @@ pub fn list(
             Ok(state) => locks.push((name, state)),
             // A key of another type that happens to match: not a lock.
             Err(e) if e.is_wrong_type() => {}
+            Err(BackendError::NewerProtocol(mut newer)) => {
+                newer.key = Some(key);
+                return Err(BackendError::NewerProtocol(newer));
+            }
             Err(e) => return Err(e),
         }
     }

@@ -94,6 +94,7 @@ events! {
     // distlock's own failures (each ends distlock with the code in `exit`).
     RedisError = "redis-error", "Redis unreachable or refusing (69, 65)";
     LockConflict = "lock-conflict", "the key has another --limit (65)";
+    NewerProtocol = "newer-protocol", "a newer distlock's key layout (65)";
     CommandNotFound = "command-not-found", "the command was not found (127)";
     CommandNotExecutable = "command-not-executable", "the command cannot be executed (126)";
     InternalError = "internal-error", "a bug, or a system limit (70)";

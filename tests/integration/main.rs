@@ -16,6 +16,7 @@ mod hardening;
 mod json_log;
 mod loss;
 mod operate;
+mod protocol;
 mod queue;
 mod redlock;
 mod replicas;
