@@ -9,9 +9,17 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let info = checkout(&dir)
-        .map(|(commit, date)| format!(" ({commit} {date})"))
-        .unwrap_or_default();
+    let info = match checkout(&dir) {
+        Some((commit, date)) => format!(" ({commit} {date})"),
+        None => {
+            // Not a checkout: watch a path that does not exist, so that cargo runs this again at
+            // every build. `cargo package` verifies the crate in the workspace's target
+            // directory, where its build-script output takes the checkout's place (same unit
+            // hash); without this, the checkout's next build would keep that plain version.
+            println!("cargo:rerun-if-changed={}", dir.join(".git").display());
+            String::new()
+        }
+    };
     println!("cargo:rustc-env=DISTLOCK_BUILD_INFO={info}");
 }
 
