@@ -1,6 +1,6 @@
 //! The exit-code tables: the one source for the codes the program returns, the tables in
-//! `--help`, the EXIT STATUS sections of the man pages and the README (a test checks the
-//! README against these). Nothing else in the crate writes a numeric exit code.
+//! `--help`, the EXIT STATUS sections of the man pages and docs/guide.md (a test checks the
+//! guide against these). Nothing else in the crate writes a numeric exit code.
 
 /// Success (for `run`: the child's own code passes through instead).
 pub const SUCCESS: u8 = 0;

@@ -175,8 +175,8 @@ impl BackendError {
     }
 }
 
-/// What an ACL user needs for distlock (the README's "Redis key layout" and "Choosing a
-/// topology" say the same).
+/// What an ACL user needs for distlock (docs/protocol.md's "Redis key layout" and the topology
+/// sections of docs/guide.md say the same).
 const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time, and +scan for list; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
 
 impl fmt::Display for BackendError {

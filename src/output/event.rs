@@ -2,7 +2,7 @@
 //! events, so that `--log-format json` can tell scripts what happened without making them parse
 //! the human text.
 //!
-//! The names are a stable interface (documented in the README and in `--help`): rename one only
+//! The names are a stable interface (documented in docs/json-log.md and in `--help`): rename one only
 //! with a release note. Several call sites share a name when they report the same fact (both
 //! ways of losing a lock are `lost`). This module only names and describes; printing is
 //! [`super::Output`]'s.

@@ -162,14 +162,18 @@ fn top_level_man_page_lists_the_exit_codes_of_run() {
 }
 
 #[test]
-fn readme_documents_every_exit_code() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("## Exit codes").expect("an exit-code section");
-    let section = &readme[start
-        ..readme[start + 3..]
+fn the_guide_documents_every_exit_code() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"))
+            .unwrap();
+    let start = guide
+        .find("\n## Exit codes\n")
+        .expect("an exit-code section")
+        + 1;
+    let section = &guide[start
+        ..guide[start + 3..]
             .find("\n## ")
-            .map_or(readme.len(), |e| start + 3 + e)];
+            .map_or(guide.len(), |e| start + 3 + e)];
     let words: std::collections::HashSet<&str> = section
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+'))
         .collect();
@@ -183,7 +187,7 @@ fn readme_documents_every_exit_code() {
             }
             assert!(
                 words.contains(row.code),
-                "README's exit codes lack {} of {command}",
+                "docs/guide.md's exit codes lack {} of {command}",
                 row.code
             );
         }

@@ -8,6 +8,7 @@ mod util;
 mod chaos;
 mod ci;
 mod cluster;
+mod docs;
 mod exclusion;
 mod exit_codes;
 mod faults;
