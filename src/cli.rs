@@ -23,7 +23,7 @@ use crate::exit;
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
-    version,
+    version = crate::VERSION,
     propagate_version = true,
     max_term_width = 100,
     help_expected = true,

@@ -12,7 +12,8 @@ pub enum Error {
     /// The command line or the environment asks for something impossible (exit 64).
     #[error("{0}")]
     Usage(String),
-    /// Redis could not be used (exit 69; 65 when the key holds another type of value).
+    /// Redis could not be used (exit 69; 65 when the key holds another type of value, or a lock
+    /// in a newer key layout).
     #[error("{context} at {server}: {source}")]
     Redis {
         /// What we were doing ("cannot reach Redis", "cannot acquire the lock").
@@ -43,7 +44,9 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) => exit::USAGE,
-            Error::Redis { source, .. } if source.is_wrong_type() => exit::DATA,
+            Error::Redis { source, .. } if source.is_wrong_type() || source.is_newer_protocol() => {
+                exit::DATA
+            }
             Error::Redis { .. } => exit::UNAVAILABLE,
             Error::Conflict(_) => exit::DATA,
             Error::NotFound(_) => exit::NOT_FOUND,
@@ -56,6 +59,7 @@ impl Error {
     pub fn event(&self) -> Ev {
         match self {
             Error::Usage(_) => Ev::UsageError,
+            Error::Redis { source, .. } if source.is_newer_protocol() => Ev::NewerProtocol,
             Error::Redis { .. } => Ev::RedisError,
             Error::Conflict(_) => Ev::LockConflict,
             Error::NotFound(_) => Ev::CommandNotFound,
@@ -136,6 +140,22 @@ mod tests {
         assert_eq!(redis("WRONGTYPE").exit_code(), 65);
         assert!(redis("WRONGTYPE").message().contains("--prefix"));
         assert_eq!(redis("NOPERM").exit_code(), 69);
+        let newer = Error::redis(
+            "cannot acquire",
+            "redis://h:1",
+            BackendError::NewerProtocol(Box::new(crate::backend::Newer {
+                found: "2".into(),
+                key: None,
+            })),
+        );
+        assert_eq!(newer.exit_code(), 65);
+        assert_eq!(newer.event(), Ev::NewerProtocol);
+        assert!(
+            newer.message().contains("protocol 2"),
+            "{}",
+            newer.message()
+        );
+        assert!(newer.message().contains("upgrade distlock"));
         assert_eq!(Error::NotFound("x".into()).exit_code(), 127);
         assert_eq!(Error::CannotExecute("x".into()).exit_code(), 126);
         assert_eq!(Error::Internal("x".into()).exit_code(), 70);

@@ -1,6 +1,6 @@
 //! The exit-code tables: the one source for the codes the program returns, the tables in
-//! `--help`, the EXIT STATUS sections of the man pages and the README (a test checks the
-//! README against these). Nothing else in the crate writes a numeric exit code.
+//! `--help`, the EXIT STATUS sections of the man pages and docs/guide.md (a test checks the
+//! guide against these). Nothing else in the crate writes a numeric exit code.
 
 /// Success (for `run`: the child's own code passes through instead).
 pub const SUCCESS: u8 = 0;
@@ -48,7 +48,8 @@ const ROW_DATA: Row = Row {
     code: "65",
     meaning: "the Redis key exists but holds another type of value, so it is not a lock, or the \
               lock is used with another --limit (a mutex and a semaphore, or two limits); choose \
-              another --key or --prefix, or the same --limit",
+              another --key or --prefix, or the same --limit; or a newer distlock stores the \
+              lock in a key layout this one does not speak: upgrade distlock",
 };
 const ROW_UNAVAILABLE: Row = Row {
     code: "69",

@@ -40,6 +40,11 @@ pub mod renew;
 pub mod signals;
 pub mod wait;
 
+/// What `distlock --version` says: the version, and the commit and date it was built from when
+/// built from a git checkout (`0.1.0 (8324320 2026-11-25)`; see `build.rs`). Holder metadata
+/// and the man pages use the plain `CARGO_PKG_VERSION`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("DISTLOCK_BUILD_INFO"));
+
 use crate::commands::Exit;
 use crate::config::{CommandConfig, Config};
 

@@ -698,7 +698,7 @@ mod tests {
             queueing: Queueing,
             mode: WaitMode,
         ) -> Waiter {
-            let token = Token::generate();
+            let token = Token::generate().unwrap();
             let cancel = Cancel::new();
             let (tx, mut rx) = events::channel().unwrap();
             let (t, c, s) = (token.clone(), cancel.clone(), tx.clone());

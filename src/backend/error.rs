@@ -46,6 +46,10 @@ pub enum BackendError {
     /// which failed, and why. Whether it is worth retrying, or a misconfiguration, follows from
     /// the nodes' own errors (see [`NoQuorum`]).
     NoQuorum(Box<NoQuorum>),
+    /// The lock is stored in a newer key layout than this distlock speaks (its protocol
+    /// marker names a higher version): a script refused it before reading or changing
+    /// anything (see `lock/lua/protocol.lua`). Fatal.
+    NewerProtocol(Box<Newer>),
 }
 
 /// Too few nodes of a Redlock answered.
@@ -70,6 +74,19 @@ impl NoQuorum {
         self.answered + others < self.needed
     }
 }
+
+/// A lock in a newer key layout, as a script reported it.
+#[derive(Clone, Debug)]
+pub struct Newer {
+    /// The protocol the lock's marker names, as stored (sanitised by the script).
+    pub found: String,
+    /// The lock's key, when the message does not name it otherwise (`list`).
+    pub key: Option<String>,
+}
+
+/// The error code with which a script refuses a lock of a newer protocol
+/// (`DISTLOCK-PROTOCOL <found> <ours>`, see `lock/lua/protocol.lua`).
+pub const PROTOCOL_ERROR: &str = "DISTLOCK-PROTOCOL";
 
 /// A write that `--replicas` could not confirm.
 #[derive(Clone, Debug)]
@@ -102,7 +119,8 @@ impl BackendError {
             | BackendError::Tls(_)
             | BackendError::Mismatch(_)
             | BackendError::Reply(_)
-            | BackendError::NotReplicated(_) => false,
+            | BackendError::NotReplicated(_)
+            | BackendError::NewerProtocol(_) => false,
             // Worth retrying unless the nodes that failed for good leave no majority.
             BackendError::NoQuorum(q) => !q.lost_to(|e| !e.is_transient()),
         }
@@ -116,7 +134,8 @@ impl BackendError {
             BackendError::Connect(_)
             | BackendError::Auth(_)
             | BackendError::Tls(_)
-            | BackendError::Mismatch(_) => true,
+            | BackendError::Mismatch(_)
+            | BackendError::NewerProtocol(_) => true,
             BackendError::Server { code, .. } => !matches!(
                 code.as_str(),
                 "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN"
@@ -191,6 +210,15 @@ impl BackendError {
         })
     }
 
+    /// The lock is stored in a newer key layout than this distlock speaks.
+    pub fn is_newer_protocol(&self) -> bool {
+        match self {
+            BackendError::NewerProtocol(_) => true,
+            BackendError::NoQuorum(q) => q.failed.iter().any(|(_, e)| e.is_newer_protocol()),
+            _ => false,
+        }
+    }
+
     /// A one-line hint on what the user can do, when there is a useful one (see
     /// [`BackendError::hint_at`] for one that names the user's URL form).
     pub fn hint(&self) -> Option<&'static str> {
@@ -218,6 +246,9 @@ impl BackendError {
             BackendError::NotReplicated(_) => Some(
                 "check the primary's replicas (INFO replication), or raise --replicas-timeout, or lower --replicas",
             ),
+            BackendError::NewerProtocol(_) => Some(
+                "a newer distlock uses this lock: upgrade distlock on this machine (every client of a lock must speak its protocol; see docs/protocol.md); nothing was changed",
+            ),
             BackendError::Server { code, detail } => match code.as_str() {
                 "NOPERM" => Some(ACL_HINT),
                 "ERR" if detail.contains("user executing the script") => Some(ACL_HINT),
@@ -237,8 +268,8 @@ impl BackendError {
     }
 }
 
-/// What an ACL user needs for distlock (the README's "Redis key layout" and "Choosing a
-/// topology" say the same).
+/// What an ACL user needs for distlock (docs/protocol.md's "Redis key layout" and the topology
+/// sections of docs/guide.md say the same).
 const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time, and +scan for list; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
 
 impl fmt::Display for BackendError {
@@ -260,6 +291,18 @@ impl fmt::Display for BackendError {
             BackendError::Mismatch(detail) => f.write_str(detail),
             BackendError::Server { code, detail } => write!(f, "Redis error {code} {detail}"),
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
+            BackendError::NewerProtocol(newer) => write!(
+                f,
+                "{} is stored in key layout protocol {}, and this distlock ({}) speaks \
+                 protocol {}",
+                newer.key.as_deref().map_or_else(
+                    || "the lock".to_owned(),
+                    |k| format!("lock {}", crate::output::quote(k))
+                ),
+                newer.found,
+                env!("CARGO_PKG_VERSION"),
+                crate::lock::PROTOCOL
+            ),
             BackendError::NoQuorum(q) => {
                 write!(
                     f,
@@ -346,6 +389,14 @@ impl BackendError {
             )),
             ErrorKind::UnexpectedReturnType => BackendError::Reply(err.to_string()),
             _ => match err.code() {
+                Some(PROTOCOL_ERROR) => BackendError::NewerProtocol(Box::new(Newer {
+                    found: err
+                        .detail()
+                        .and_then(|d| d.split_whitespace().next())
+                        .unwrap_or("unknown")
+                        .to_owned(),
+                    key: None,
+                })),
                 Some(code) => {
                     let code = code.to_owned();
                     let detail = err.detail().unwrap_or_default().to_owned();

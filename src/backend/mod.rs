@@ -25,7 +25,7 @@ mod worker;
 
 pub use budget::{Budget, Cancel};
 pub use endpoint::{Endpoint, password_in};
-pub use error::{BackendError, NoQuorum, Unreplicated};
+pub use error::{BackendError, Newer, NoQuorum, Unreplicated};
 pub use node::{Connector, MAX_REDIRECTS, Node, Reply, Script, Sent, TlsFiles};
 pub use route::slot;
 pub use servers::{DataNodes, FORMS, SentinelServers, Servers};

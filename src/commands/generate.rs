@@ -79,6 +79,8 @@ pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         pages.push((sub.clone(), sub.get_name().to_owned()));
     }
     for (command, name) in pages {
+        // The plain version: the committed pages must not change with every commit.
+        let command = command.version(env!("CARGO_PKG_VERSION"));
         let man = Man::new(command.clone()).manual("distlock manual");
         let path = dir.join(man.get_filename());
         let mut page = Vec::new();

@@ -23,7 +23,11 @@ pub fn take(
     out: &Output,
 ) -> Result<Result<Grant, Exit>, Error> {
     let key = output::quote(cfg.name.key());
-    let token = Token::generate();
+    let token = Token::generate().map_err(|e| {
+        Error::Internal(format!(
+            "cannot get random bytes for the lock's token from the kernel (getrandom): {e}"
+        ))
+    })?;
     let wait = Wait {
         request: Request {
             token: &token,

@@ -25,6 +25,16 @@ pub fn renew(
         .map(|extended| match extended {
             Extended::Held(_) => Ownership::Held,
             Extended::NotHeld => Ownership::NotHeld,
+        })
+        .and_then(|ownership| match ownership {
+            // A renewal reads no more than the lock it holds (so that it goes through a
+            // Cluster slot migration) and does not look at the layout's version: a lock it
+            // does not hold may be one of a newer layout, which an inspection names.
+            Ownership::NotHeld => match lock.inspect(&budget) {
+                Err(e) if e.is_newer_protocol() => Err(e),
+                _ => Ok(Ownership::NotHeld),
+            },
+            held => Ok(held),
         });
     crate::commands::warn_failed_nodes(lock.as_mut(), out);
     finish(

@@ -98,10 +98,8 @@ impl Holder {
             |name| std::env::var(name).ok(),
             nix::unistd::getuid().as_raw(),
             |uid| {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                    .ok()
-                    .flatten()
-                    .map(|user| user.name)
+                let passwd = std::fs::read("/etc/passwd").ok()?;
+                passwd_name(&String::from_utf8_lossy(&passwd), uid)
             },
         ));
         let command = (!command.is_empty()).then(|| {
@@ -166,12 +164,14 @@ impl Holder {
     }
 }
 
-/// Who runs this process: `USER` or `LOGNAME`, else the name of `uid` from the passwd database
+/// Who runs this process: `USER` or `LOGNAME`, else the name of `uid` from `/etc/passwd`
 /// (`by_uid`), else `uid N`.
 ///
-/// The lookup loads NSS (nsswitch.conf, /etc/passwd, maybe a network directory), which would
-/// cost every run more than its start-up: it is made only when neither variable is set, as under
-/// systemd or in containers, where a bare `uid 0` would hide that the holder is root.
+/// The file is read only when neither variable is set, as under systemd or in containers, where
+/// a bare `uid 0` would hide that the holder is root. distlock reads it itself rather than
+/// asking the C library (`getpwuid`): that goes through NSS (nsswitch.conf, shared modules,
+/// maybe a network directory), which costs a run more than its start-up and which a statically
+/// linked binary cannot load at all. A user known only to a network directory shows as `uid N`.
 pub fn user_name(
     var: impl Fn(&str) -> Option<String>,
     uid: u32,
@@ -182,6 +182,17 @@ pub fn user_name(
         .find_map(|name| var(name).filter(|u| !u.is_empty()))
         .or_else(|| by_uid(uid).filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The name of `uid` in `passwd` (the text of `/etc/passwd`: `name:password:uid:...` lines).
+pub fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse() == Ok(uid) && !name.is_empty() && !name.starts_with(['+', '-', '#']))
+            .then(|| name.to_owned())
+    })
 }
 
 /// The URL of the CI job this process runs in, if any: GitHub Actions, GitLab CI, Jenkins,
@@ -416,6 +427,16 @@ mod tests {
         );
         assert_eq!(user_name(env(&[]), 4242, passwd), "uid 4242");
         assert_eq!(user_name(env(&[]), 7, |_| Some(String::new())), "uid 7");
+    }
+
+    #[test]
+    fn passwd_names() {
+        let passwd = "# comment\nroot:x:0:0:root:/root:/bin/bash\n+nis::::::\n\
+                      ci:x:1001:1001::/home/ci:/bin/sh\nbroken\n";
+        assert_eq!(passwd_name(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(passwd_name(passwd, 1001).as_deref(), Some("ci"));
+        assert_eq!(passwd_name(passwd, 7), None);
+        assert_eq!(passwd_name("", 0), None);
     }
 
     #[test]

@@ -30,6 +30,9 @@
 //! | `P{K}` | the lock: a string holding the holder's token (a uuid v4), with a PX expiry |
 //! | `P{K}:owner` | hash of holder metadata (see [`holder`]), same expiry, written with the lock |
 //! | `P{K}:released` | pub/sub channel; the release script publishes on it |
+//! | `P{K}:protocol` | absent in this layout (protocol [`PROTOCOL`]); a newer, incompatible layout keeps its number there, and every script refuses such a lock (`lua/protocol.lua`) |
+//!
+//! (`lua/common.lua` lists every key; `docs/protocol.md` is the reference for other clients.)
 //!
 //! The braces make `K` a Cluster hash tag, so every companion key `P{K}:...` lives in the same
 //! slot as the lock.
@@ -48,6 +51,10 @@ use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
 
+/// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
+/// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
+pub const PROTOCOL: u32 = 1;
+
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token(String);
@@ -58,15 +65,50 @@ impl Token {
         Token(text.to_owned())
     }
 
-    /// A fresh random token.
-    pub fn generate() -> Self {
-        Token(uuid::Uuid::new_v4().to_string())
+    /// A fresh random token: a uuid v4 made of 16 bytes from the kernel (`getrandom(2)`). An
+    /// error when the kernel gives none (a kernel older than 3.17, or a seccomp filter that
+    /// forbids the call): the caller reports it with an exit code, never a panic.
+    pub fn generate() -> std::io::Result<Self> {
+        let mut bytes = [0u8; 16];
+        getrandom(&mut bytes)?;
+        Ok(Token(
+            uuid::Builder::from_random_bytes(bytes)
+                .into_uuid()
+                .to_string(),
+        ))
     }
 
     /// The token's text, as stored in Redis and given to the child.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Fill `buf` from the kernel's random source with the `getrandom(2)` system call.
+///
+/// Called directly, not through the `getrandom` crate that `uuid` would use: that crate finds
+/// the C library's `getrandom` with `dlsym`, which a statically linked binary cannot do, and
+/// then falls back to reading `/dev/urandom`, which a `FROM scratch` image or a minimal chroot
+/// lacks (a static build panicked there). The system call needs no file and no device; it
+/// blocks only until the kernel's pool is first initialised, early at boot.
+fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes for the whole call;
+        // the kernel writes at most that many bytes into it.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match usize::try_from(n) {
+            Ok(n) => filled += n,
+            Err(_) => {
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A lower bound for a lock's expiry: it cannot expire in Redis before `anchor + ttl`.
@@ -587,5 +629,40 @@ pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing,
             }
             Ok(Listing { locks, silent })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_fresh_uuid_v4() {
+        let a = Token::generate().unwrap();
+        let b = Token::generate().unwrap();
+        assert_ne!(a, b);
+        let uuid = uuid::Uuid::parse_str(a.as_str()).unwrap();
+        assert_eq!(uuid.get_version_num(), 4, "{a:?}");
+        assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{a:?}");
+        assert_eq!(a.as_str().len(), 36);
+    }
+
+    #[test]
+    fn the_scripts_check_the_protocol_this_client_speaks() {
+        let check = include_str!("lua/protocol.lua");
+        assert!(
+            check.contains(&format!("protocol ~= '{PROTOCOL}'")),
+            "{check}"
+        );
+        assert!(check.contains(&format!("' {PROTOCOL}')")), "{check}");
+    }
+
+    #[test]
+    fn getrandom_fills_the_whole_buffer() {
+        // More than the 256 bytes the kernel always gives in one call.
+        let mut buf = vec![0u8; 4096];
+        getrandom(&mut buf).unwrap();
+        assert!(buf.iter().filter(|b| **b == 0).count() < 100);
+        getrandom(&mut []).unwrap();
     }
 }

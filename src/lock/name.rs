@@ -94,8 +94,10 @@ impl LockName {
 
     /// Every key of the lock, in the order the scripts take them (see `lua/common.lua`): the
     /// lock, its owner hash, the fence counter, the line (queue, waiters, alive), the semaphore
-    /// (slots, holders), and the superseded waiters. All share the hash tag `{KEY}`.
-    pub fn keys(&self) -> [String; 9] {
+    /// (slots, holders), the superseded waiters, and last the protocol marker that
+    /// `lua/protocol.lua` checks (declared so that Redis Cluster routes and migrates it with
+    /// the others). All share the hash tag `{KEY}`.
+    pub fn keys(&self) -> [String; 10] {
         let k = &self.lock_key;
         [
             k.clone(),
@@ -107,6 +109,7 @@ impl LockName {
             format!("{k}:slots"),
             format!("{k}:holders"),
             format!("{k}:superseded"),
+            format!("{k}:protocol"),
         ]
     }
 }
@@ -191,6 +194,7 @@ mod tests {
         assert_eq!(name.owner_key(), "distlock:{deploy-prod}:owner");
         assert_eq!(name.keys()[2], "distlock:{deploy-prod}:fence");
         assert_eq!(name.keys()[8], "distlock:{deploy-prod}:superseded");
+        assert_eq!(name.keys()[9], "distlock:{deploy-prod}:protocol");
         assert!(
             name.keys()
                 .iter()

@@ -2,8 +2,8 @@
 //! on one Redis (so they exclude and are excluded by distlock on the same key), plus distlock's
 //! holder metadata, a fair line of waiters with direct hand-off, counting semaphores, and
 //! fencing tokens beside it. The protocol lives in `lua/*.lua`, each script being
-//! `lua/common.lua` followed by its own body; this file only encodes requests and decodes
-//! replies.
+//! `lua/protocol.lua` (the key-layout version check), `lua/common.lua` and its own body; this
+//! file only encodes requests and decodes replies.
 //!
 //! # The line
 //!
@@ -34,6 +34,18 @@ macro_rules! script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("lua/protocol.lua"),
+                include_str!("lua/common.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+    // Without the protocol check: a script that touches only the keys of a lock it holds (by
+    // token compare), which a newer layout cannot give it, and that must go through a Cluster
+    // slot migration, where reading a key that does not exist fails (see `lua/common.lua`).
+    ($file:literal, holder only) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
                 include_str!("lua/common.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -42,7 +54,7 @@ macro_rules! script {
 }
 
 pub(super) static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
-pub(super) static RENEW: LazyLock<Script> = script!("renew.lua");
+pub(super) static RENEW: LazyLock<Script> = script!("renew.lua", holder only);
 pub(super) static RELEASE: LazyLock<Script> = script!("release.lua");
 pub(super) static INSPECT: LazyLock<Script> = script!("inspect.lua");
 pub(super) static HOLDS: LazyLock<Script> = script!("holds.lua");
@@ -73,7 +85,7 @@ enum Held {
 impl Held {
     /// The keys a renewal of this kind declares (and touches).
     fn keys(self, name: &LockName) -> Vec<String> {
-        let [lock, owner, _, _, _, _, slots, holders, _] = name.keys();
+        let [lock, owner, _, _, _, _, slots, holders, ..] = name.keys();
         match self {
             Held::Mutex => vec![lock, owner],
             Held::Slot => vec![slots, holders],
@@ -480,8 +492,9 @@ pub fn list(
                 .filter_map(|redis_key| {
                     let (key, rest) = LockName::split(prefix, redis_key)?;
                     // A lock shows in its mutex key, its slots or its line (the fence counter
-                    // stays after the lock is gone, and says nothing about it).
-                    matches!(rest, "" | ":slots" | ":queue").then(|| key.to_owned())
+                    // stays after the lock is gone, and says nothing about it); a lock in a
+                    // newer layout by its protocol marker, and its inspection then refuses it.
+                    matches!(rest, "" | ":slots" | ":queue" | ":protocol").then(|| key.to_owned())
                 }),
         );
     }
@@ -506,6 +519,10 @@ pub fn list(
             Ok(state) => locks.push((name, state)),
             // A key of another type that happens to match: not a lock.
             Err(e) if e.is_wrong_type() => {}
+            Err(BackendError::NewerProtocol(mut newer)) => {
+                newer.key = Some(key);
+                return Err(BackendError::NewerProtocol(newer));
+            }
             Err(e) => return Err(e),
         }
     }

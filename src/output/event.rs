@@ -2,7 +2,7 @@
 //! events, so that `--log-format json` can tell scripts what happened without making them parse
 //! the human text.
 //!
-//! The names are a stable interface (documented in the README and in `--help`): rename one only
+//! The names are a stable interface (documented in docs/json-log.md and in `--help`): rename one only
 //! with a release note. Several call sites share a name when they report the same fact (both
 //! ways of losing a lock are `lost`). This module only names and describes; printing is
 //! [`super::Output`]'s.
@@ -96,6 +96,7 @@ events! {
     // distlock's own failures (each ends distlock with the code in `exit`).
     RedisError = "redis-error", "Redis unreachable or refusing (69, 65)";
     LockConflict = "lock-conflict", "the key has another --limit (65)";
+    NewerProtocol = "newer-protocol", "a newer distlock's key layout (65)";
     CommandNotFound = "command-not-found", "the command was not found (127)";
     CommandNotExecutable = "command-not-executable", "the command cannot be executed (126)";
     InternalError = "internal-error", "a bug, or a system limit (70)";

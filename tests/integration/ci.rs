@@ -1,6 +1,6 @@
 //! Locks across CI steps: `acquire --env-file` writes the lock's values only once it holds the
-//! lock, and a later step that loads them can renew and release it; and the README's CI
-//! examples, run line for line as GitHub Actions and GitLab CI run them, stop the job when the
+//! lock, and a later step that loads them can renew and release it; and the CI recipes of the
+//! documentation (docs/guide.md, and the one the README shows), run line for line as GitHub Actions and GitLab CI run them, stop the job when the
 //! lock is not acquired (busy, Redis unreachable, distlock interrupted while waiting).
 
 use std::collections::HashMap;
@@ -223,8 +223,9 @@ fn a_token_that_cannot_be_handed_over_is_released() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The README's CI examples. These constants are the README's blocks, verbatim (a test checks
-// that the README shows exactly them): the lines run below are the lines users copy.
+// The documentation's CI recipes. These constants are its YAML blocks, verbatim (a test checks
+// that the guide shows exactly them, and that every YAML block of the README and docs/ is one
+// of them): the lines run below are the lines users copy.
 
 const GITHUB_ONE_STEP: &str = r#"```yaml
 - name: migrate
@@ -270,40 +271,91 @@ const GITHUB_SUPERSEDE: &str = r#"```yaml
 ```
 "#;
 
-/// How the GitLab example loads the values back in a new shell (also how the README says to
+/// How the GitLab example loads the values back in a new shell (also how the guide says to
 /// renew from a `script`).
 const GITLAB_LOAD: &str = "set -a; . ./distlock.env; set +a";
 
 /// The lock the multi-step examples take.
 const KEY: &str = "release-train";
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+/// The pages that show CI recipes: the guide (all of them) and the README (one).
+fn pages() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec!["README.md".to_owned()];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    pages
+        .into_iter()
+        .map(|page| {
+            let text = std::fs::read_to_string(root.join(&page)).unwrap();
+            (page, text)
+        })
+        .collect()
+}
+
+/// The YAML blocks of `text`, each with its fences and a final newline, as the constants hold
+/// them.
+fn yaml_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match &mut current {
+            None if line == "```yaml" => current = Some("```yaml\n".to_owned()),
+            None => {}
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+                if line == "```" {
+                    blocks.push(std::mem::take(block));
+                    current = None;
+                }
+            }
+        }
+    }
+    blocks
 }
 
 #[test]
-fn readme_shows_exactly_the_tested_ci_examples() {
-    let readme = readme();
-    for block in [GITHUB_ONE_STEP, GITHUB_STEPS, GITLAB_JOB, GITHUB_SUPERSEDE] {
+fn the_docs_show_exactly_the_tested_ci_examples() {
+    let tested = [GITHUB_ONE_STEP, GITHUB_STEPS, GITLAB_JOB, GITHUB_SUPERSEDE];
+    let pages = pages();
+    let guide = &pages.iter().find(|(p, _)| p == "docs/guide.md").unwrap().1;
+    for block in tested {
         assert!(
-            readme.contains(block),
-            "the README no longer shows this example verbatim; copy the new one into \
+            guide.contains(block),
+            "docs/guide.md no longer shows this example verbatim; copy the new one into \
              tests/integration/ci.rs:\n{block}"
         );
     }
-    assert_eq!(
-        readme.matches("```yaml\n").count(),
-        4,
-        "every CI example of the README is run here: add the new one to tests/integration/ci.rs"
-    );
-    assert!(GITLAB_JOB.contains(GITLAB_LOAD) && readme.contains(&format!("`{GITLAB_LOAD}`")));
-    // `export T=$(distlock acquire ...)` and `echo "T=$(...)" >> FILE` lose acquire's status.
-    for line in readme.lines().filter(|l| l.contains("$(distlock acquire")) {
-        assert!(line.contains("$(distlock acquire ...) || exit"), "{line}");
+    for (page, text) in &pages {
+        for block in yaml_blocks(text) {
+            assert!(
+                tested.contains(&block.as_str()),
+                "every CI example of the documentation is run here: {page} shows one that is \
+                 not; add it to tests/integration/ci.rs:\n{block}"
+            );
+        }
+        // `export T=$(distlock acquire ...)` and `echo "T=$(...)" >> FILE` lose acquire's status.
+        for line in text.lines().filter(|l| l.contains("$(distlock acquire")) {
+            assert!(
+                line.contains("$(distlock acquire ...) || exit"),
+                "{page}: {line}"
+            );
+        }
     }
+    assert!(GITLAB_JOB.contains(GITLAB_LOAD) && guide.contains(&format!("`{GITLAB_LOAD}`")));
+    let readme = &pages[0].1;
+    assert!(
+        yaml_blocks(readme).iter().any(|b| b == GITHUB_ONE_STEP),
+        "the README shows the one-step GitHub Actions recipe"
+    );
 }
 
-/// The one change made to the README's lines: a long `--wait` becomes 1s, so that a busy lock
+/// The one change made to the documentation's lines: a long `--wait` becomes 1s, so that a busy lock
 /// fails the step in a second instead of half an hour. (Not when distlock is to be interrupted
 /// while it waits: that wait must not end on its own first.)
 fn short_wait(line: &str) -> String {
@@ -850,7 +902,7 @@ fn gitlab_example_fails_the_job_without_the_lock() {
 #[test]
 fn gitlab_example_hands_the_lock_to_after_script() {
     let job = gitlab_job(GITLAB_JOB);
-    // build.sh (run by sh, not bash) loads the file as the README says and renews.
+    // build.sh (run by sh, not bash) loads the file as the guide says and renews.
     let renew = format!("{GITLAB_LOAD}; distlock renew --ttl 40m");
     let redis = Redis::start();
     let ws = Workspace::new(&[("build.sh", &renew), ("publish.sh", "")]);

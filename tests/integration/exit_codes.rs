@@ -536,13 +536,13 @@ fn stdin_and_stdout_pass_through_byte_for_byte() {
 #[test]
 fn acl_user_with_the_documented_rights_works_and_a_weaker_one_gets_a_hint() {
     let redis = Redis::start();
-    // The rights the README documents, exactly.
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let line = readme
+    // The rights docs/protocol.md documents, exactly.
+    let protocol =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md")).unwrap();
+    let line = protocol
         .split('`')
         .find(|part| part.starts_with("~distlock:* &distlock:* -@all"))
-        .expect("the README documents the ACL rights");
+        .expect("docs/protocol.md documents the ACL rights");
     let rights: Vec<&str> = line.split_whitespace().collect();
     assert!(rights.contains(&"+zadd"), "{line}");
     let mut args = vec!["ACL", "SETUSER", "locker", "on", ">pw"];

@@ -162,14 +162,18 @@ fn top_level_man_page_lists_the_exit_codes_of_run() {
 }
 
 #[test]
-fn readme_documents_every_exit_code() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("## Exit codes").expect("an exit-code section");
-    let section = &readme[start
-        ..readme[start + 3..]
+fn the_guide_documents_every_exit_code() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"))
+            .unwrap();
+    let start = guide
+        .find("\n## Exit codes\n")
+        .expect("an exit-code section")
+        + 1;
+    let section = &guide[start
+        ..guide[start + 3..]
             .find("\n## ")
-            .map_or(readme.len(), |e| start + 3 + e)];
+            .map_or(guide.len(), |e| start + 3 + e)];
     let words: std::collections::HashSet<&str> = section
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+'))
         .collect();
@@ -183,9 +187,55 @@ fn readme_documents_every_exit_code() {
             }
             assert!(
                 words.contains(row.code),
-                "README's exit codes lack {} of {command}",
+                "docs/guide.md's exit codes lack {} of {command}",
                 row.code
             );
         }
     }
+}
+
+/// `distlock --version` (and `-V`) names the commit and its date when distlock was built from a
+/// git checkout of this repository, and only the version otherwise (a crate tarball); the man
+/// pages and the holder metadata stored in Redis keep the plain version.
+#[test]
+fn version_names_the_commit_of_a_checkout_and_metadata_keeps_the_plain_version() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8(out.stdout).unwrap().trim().to_owned())
+    };
+    let plain = env!("CARGO_PKG_VERSION");
+    let checkout = git(&["rev-parse", "--show-toplevel"]).is_some_and(|top| {
+        std::fs::canonicalize(top).unwrap() == std::fs::canonicalize(root).unwrap()
+    });
+    let expected = if checkout {
+        format!(
+            "distlock {plain} ({})\n",
+            git(&["log", "-1", "--format=%h %cs"]).unwrap()
+        )
+    } else {
+        format!("distlock {plain}\n")
+    };
+    for flag in ["--version", "-V"] {
+        let out = run(bare_distlock().arg(flag));
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), expected, "{flag}");
+    }
+    let page = std::fs::read_to_string(root.join("man/distlock.1")).unwrap();
+    assert!(
+        page.contains(&format!("\"distlock {plain}\"")),
+        "the man page's title"
+    );
+
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["acquire", "-k", "v", "--ttl", "1m"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(distlock(&redis).args(["status", "-k", "v", "--json"]));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["holder"]["version"], plain, "{status}");
 }

@@ -32,7 +32,7 @@ fn keys(nodes: &Primaries, i: usize) -> Vec<String> {
 }
 
 /// Node `i` keeps nothing of lock `key` but its fence counter (the one key that may stay after
-/// a lock is gone: README, "Redis key layout").
+/// a lock is gone: docs/protocol.md, "Redis key layout").
 fn nothing_left_but_the_fence(nodes: &Primaries, i: usize, key: &str) {
     let (lock, fence) = (lock_key(key), format!("{}:fence", lock_key(key)));
     let left: Vec<String> = keys(nodes, i)

@@ -1,7 +1,8 @@
 //! Issue 10: TLS and an ACL user on every topology. Every server speaks TLS only (replication,
 //! the sentinels' links and the cluster bus included), and distlock logs in as a user with
-//! exactly the rights the README lists for the topology, read from the README itself: so a
-//! right the code needs and the README forgets fails here. Each test also checks that no
+//! exactly the rights the documentation lists for the topology (docs/protocol.md and the
+//! guide's topology sections), read from those pages: so a right the code needs and the
+//! documentation forgets fails here. Each test also checks that no
 //! password shows in any output (`-v` included), and that a wrong password ends distlock with 69
 //! and an authentication message, at once, with nothing written.
 //!
@@ -28,18 +29,16 @@ const WRONG: &str = "Not-the-pw-5e1b";
 /// A wrong password must be reported at once: well within one `--redis-timeout` (2s).
 const AUTH_BOUND: Duration = Duration::from_secs(2);
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+/// A page of the documentation, by its path from the repository's root.
+fn page(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
 }
 
-/// The README's section under the heading `heading`, up to the next heading (a `#` line
+/// The section of `page` under the heading `heading`, up to the next heading (a `#` line
 /// outside a code block).
-fn section(readme: &str, heading: &str) -> String {
-    let mut lines = readme.lines().skip_while(|l| *l != heading);
-    assert!(
-        lines.next().is_some(),
-        "the README has no heading {heading:?}"
-    );
+fn section(page: &str, heading: &str) -> String {
+    let mut lines = page.lines().skip_while(|l| *l != heading);
+    assert!(lines.next().is_some(), "no heading {heading:?}");
     let mut in_code = false;
     let mut body = Vec::new();
     for line in lines {
@@ -73,7 +72,8 @@ fn rights(section: &str) -> Vec<String> {
         .collect()
 }
 
-/// What the README says each topology's user needs.
+/// What the documentation says each topology's user needs: docs/protocol.md for one server,
+/// the guide's topology sections for the others.
 struct Acls {
     /// One server, `list` included (the "Redis key layout" ACL and its `+scan`).
     server: String,
@@ -85,26 +85,27 @@ struct Acls {
     cluster: String,
 }
 
-fn readme_acls() -> Acls {
-    let readme = readme();
-    let server = rights(&section(&readme, "## Redis key layout"));
+fn documented_acls() -> Acls {
+    let protocol = page("docs/protocol.md");
+    let guide = page("docs/guide.md");
+    let server = rights(&section(&protocol, "## Redis key layout"));
     assert!(
         server.first().is_some_and(|r| r.contains("+evalsha")),
-        "the README's key layout lists the rights: {server:?}"
+        "docs/protocol.md's key layout lists the rights: {server:?}"
     );
     let server = server.join(" ");
-    let sentinel = rights(&section(&readme, "### Sentinel (`redis+sentinel://`)"));
+    let sentinel = rights(&section(&guide, "### Sentinel (`redis+sentinel://`)"));
     let [data, sentinels] = &sentinel[..] else {
         panic!(
-            "the README's Sentinel section gives the data nodes' extra rights, then the sentinels' rights: {sentinel:?}"
+            "the guide's Sentinel section gives the data nodes' extra rights, then the sentinels' rights: {sentinel:?}"
         );
     };
     let cluster = rights(&section(
-        &readme,
+        &guide,
         "### Redis Cluster (`redis+cluster://`, or a plain URL of a node)",
     ));
     let [cluster] = &cluster[..] else {
-        panic!("the README's Cluster section gives the extra rights once: {cluster:?}");
+        panic!("the guide's Cluster section gives the extra rights once: {cluster:?}");
     };
     Acls {
         sentinel_data: format!("{server} {data}"),
@@ -252,9 +253,9 @@ fn assert_refused(cmd: &mut Command) -> Output {
 /// a run holds the same token on a majority of the nodes; `status` and `list` see it; a waiter
 /// is woken by the release; a wrong password is refused.
 #[test]
-fn redlock_over_tls_as_the_readme_acl_user() {
+fn redlock_over_tls_as_the_documented_acl_user() {
     let pki = pki();
-    let acls = readme_acls();
+    let acls = documented_acls();
     let nodes = Primaries::start_with(
         3,
         Redis::options()
@@ -302,14 +303,14 @@ fn redlock_over_tls_as_the_readme_acl_user() {
     }
 }
 
-/// Sentinel over TLS (`rediss+sentinel://`): data nodes with the README's data-node ACL,
-/// sentinels with the README's sentinel ACL, as the same user or as a user of their own
+/// Sentinel over TLS (`rediss+sentinel://`): data nodes with the guide's data-node ACL,
+/// sentinels with the guide's sentinel ACL, as the same user or as a user of their own
 /// (`sentinel_username`/`sentinel_password`). The lock lives on the primary; a wrong password
 /// for the data nodes or for the sentinels is refused.
 #[test]
-fn sentinel_over_tls_as_the_readme_acl_users() {
+fn sentinel_over_tls_as_the_documented_acl_users() {
     let pki = pki();
-    let acls = readme_acls();
+    let acls = documented_acls();
     let topo = Sentinel::start_with(
         1,
         (Redis::options().tls(&pki))
@@ -382,13 +383,13 @@ fn sentinel_over_tls_as_the_readme_acl_users() {
     assert!(!topo.node(primary).exists(&lock_key("refused")));
 }
 
-/// Redis Cluster over TLS (bus included), as a user with the README's cluster ACL: by
+/// Redis Cluster over TLS (bus included), as a user with the guide's cluster ACL: by
 /// `rediss+cluster://` seeds, and by a plain `rediss://` URL of another node than the lock's,
 /// which must follow MOVED over TLS. `list` through one node finds the locks of every primary.
 #[test]
-fn cluster_over_tls_as_the_readme_acl_user() {
+fn cluster_over_tls_as_the_documented_acl_user() {
     let pki = pki();
-    let acls = readme_acls();
+    let acls = documented_acls();
     let cluster = Cluster::start_with(
         3,
         0,

@@ -10,22 +10,24 @@
 --   P{K}:slots       zset: semaphore holder token -> expiry (server ms)
 --   P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
 --   P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
+--   P{K}:protocol    string: the key layout's version, written only by a newer, incompatible
+--                    layout (absent means 1; see protocol.lua)
 -- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
 -- turn came, or it was superseded).
 --
 -- Declared keys. A script declares the keys it may touch, and the names of all of them follow
 -- from its first key (P{K} is everything up to the last '}': keys contain no braces). Most
--- scripts declare all nine, in the order above. A renewal declares only what it touches (see
+-- scripts declare all ten, in the order above. A renewal declares only what it touches (see
 -- renew.lua), because of Cluster slot migration: while a slot moves, Redis refuses with
 -- TRYAGAIN a script whose declared keys are partly on each node (or partly missing), and a
 -- script running on the source node fails when it touches a key that is not there. A mutex has
--- no line and no slots, so a script declaring all nine is refused for the whole migration,
+-- no line and no slots, so a script declaring all ten is refused for the whole migration,
 -- while its holder's renewal, declaring the mutex and its owner hash (which move together or a
 -- batch apart), goes through on one node or the other.
 --
 -- What makes this safe: a script runs on the source of a migration only if every key it
--- declares is there, and it touches only keys it declares. A script declaring all nine never
--- runs there (a lock is a mutex or a semaphore, never both: some of the nine never exist),
+-- declares is there, and it touches only keys it declares. A script declaring all ten never
+-- runs there (a lock is a mutex or a semaphore, never both: some of its keys never exist),
 -- and a renewal only extends keys that are there. An ASK reply means that none of the declared
 -- keys is on the source, so the target holds every one that exists: the request is sent there
 -- with ASKING declaring only its first key (the target would refuse the others with TRYAGAIN

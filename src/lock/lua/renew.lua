@@ -6,7 +6,7 @@
 -- shares a node with this one, hands out a larger fence).
 -- KEYS: what the renewal touches, so that it goes through a Cluster slot migration (see
 -- common.lua): P{K} and P{K}:owner to renew a mutex, P{K}:slots and P{K}:holders to renew a
--- semaphore slot, each followed by P{K}:fence when ARGV[3] is given; or all nine keys of the
+-- semaphore slot, each followed by P{K}:fence when ARGV[3] is given; or all the keys of the
 -- lock, for a caller that does not know which it holds (the mutex is tried, then the slot).
 -- Returns {1, ttl_ms} (the expiry applied) when extended, {0} when the lock is not ours.
 local token, ttl = ARGV[1], ARGV[2]

@@ -225,8 +225,8 @@ impl<'a> Checker<'a> {
     /// The restart that explains an overlap between the section `x` and a section that started
     /// at `y_start`, if any.
     ///
-    /// A restart without persistence forgets every lock by design (README, "What distlock
-    /// guarantees"). The overlap it allows, and nothing more: `x`'s lock was taken from the old
+    /// A restart without persistence forgets every lock by design (docs/guarantees.md, "Not
+    /// guaranteed"). The overlap it allows, and nothing more: `x`'s lock was taken from the old
     /// server (its distlock was started before that server was dead), the other section started
     /// after the old server was dead (so its lock came from the new one), and `x` ended within
     /// its TTL of the restart. That last bound is sound: `x`'s last confirmed renewal T was sent
@@ -554,8 +554,8 @@ impl<'a> Checker<'a> {
     }
 
     /// No command outlives its distlock: distlock waits for the whole group before it exits,
-    /// and when it is SIGKILLed the README promises the command dies with it. A stamp later
-    /// than distlock's exit (an upper bound, see
+    /// and when it is SIGKILLed docs/guarantees.md promises the command dies with it. A stamp
+    /// later than distlock's exit (an upper bound, see
     /// [`Checker::lost_lock_dead_before_next_holder`]) proves a process of the command ran with
     /// nobody left to kill it on a loss. The 2ms allow for a SIGKILL queued by the dying
     /// distlock (PR_SET_PDEATHSIG) that has not reached a process running on the other CPU
