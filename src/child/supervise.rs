@@ -9,7 +9,7 @@
 //! a kill), and never let a Redis call stand between a deadline and its signal (the renewer is
 //! another thread; this loop only waits on its channel with a timeout).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -19,6 +19,7 @@ use nix::unistd::Pid;
 use super::guard::Guard;
 use super::terminal::Terminal;
 use crate::backend::BackendError;
+use crate::clock::Moment;
 use crate::events::{Event, Events};
 use crate::lock::Validity;
 use crate::output::{self, Ev, Msg, Output};
@@ -84,8 +85,8 @@ struct State {
     status: Option<WaitStatus>,
     loss: Option<Loss>,
     /// When SIGKILL is due (a kill sequence is under way).
-    kill_at: Option<Instant>,
-    killed_at: Option<Instant>,
+    kill_at: Option<Moment>,
+    killed_at: Option<Moment>,
     /// The child is stopped.
     stopped: bool,
     /// We stopped ourselves after the child stopped (job control); resuming waits for a renewal.
@@ -93,8 +94,8 @@ struct State {
     /// We forwarded a SIGTSTP and will stop ourselves when the child stops.
     stop_requested: bool,
     /// A renewal sent after this instant must succeed before the child may continue.
-    resume_after: Option<Instant>,
-    renew_failing_since: Option<Instant>,
+    resume_after: Option<Moment>,
+    renew_failing_since: Option<Moment>,
     last_error: Option<BackendError>,
     leftovers_reported: bool,
 }
@@ -126,7 +127,7 @@ impl Supervisor<'_> {
         // The child may have exited before we got here; its SIGCHLD is queued, but reap now too.
         self.reap(&mut st);
         loop {
-            let now = Instant::now();
+            let now = Moment::now();
             if self.renewer.start_at().is_some_and(|at| now >= at) {
                 if let Err(e) = self.renewer.start() {
                     // No renewals: the kill deadline below will stop the command in time.
@@ -141,7 +142,7 @@ impl Supervisor<'_> {
                 self.start_kill(&mut st, now, self.deadlines.kill_at(validity));
                 st.loss = Some(Loss::RenewalsFailed {
                     last_error: st.last_error.take(),
-                    since_anchor: now.duration_since(validity.anchor),
+                    since_anchor: now - validity.anchor,
                     ttl: validity.ttl,
                 });
                 self.renewer.stop();
@@ -174,7 +175,7 @@ impl Supervisor<'_> {
                     );
                 }
                 if let Some(killed) = st.killed_at {
-                    if now.duration_since(killed) >= AFTER_SIGKILL {
+                    if now - killed >= AFTER_SIGKILL {
                         self.out.warn(
                             Ev::KillStuck,
                             "processes of the command's group survived SIGKILL for 2s (stuck in the kernel?); giving up on them",
@@ -183,8 +184,7 @@ impl Supervisor<'_> {
                     }
                 }
             }
-            let timeout = self.next_timeout(&st, now);
-            if let Some(event) = events.recv_timeout(timeout) {
+            if let Some(event) = events.recv_until(self.next_deadline(&st, now)) {
                 self.handle(&mut st, event);
             }
         }
@@ -203,9 +203,10 @@ impl Supervisor<'_> {
         (ending, validity)
     }
 
-    fn next_timeout(&self, st: &State, now: Instant) -> Duration {
-        let mut next = None::<Instant>;
-        let mut consider = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
+    /// When the loop must look again, at the latest.
+    fn next_deadline(&self, st: &State, now: Moment) -> Moment {
+        let mut next = None::<Moment>;
+        let mut consider = |at: Moment| next = Some(next.map_or(at, |n: Moment| n.min(at)));
         if st.loss.is_none() {
             consider(self.deadlines.term_at(st.validity));
         }
@@ -218,13 +219,11 @@ impl Supervisor<'_> {
         if st.status.is_some() {
             consider(now + GROUP_POLL);
         }
-        next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(now)
-        })
+        next.unwrap_or(now + Duration::from_secs(3600))
     }
 
     /// Send the kill signal to the group now and schedule SIGKILL at `kill_by`.
-    fn start_kill(&self, st: &mut State, now: Instant, kill_by: Instant) {
+    fn start_kill(&self, st: &mut State, now: Moment, kill_by: Moment) {
         if st.stopped {
             // A stopped child must not run another instruction without the lock: SIGKILL
             // needs no continuing.
@@ -260,7 +259,7 @@ impl Supervisor<'_> {
                 } else if st.killed_at.is_none() {
                     // Interrupted while we empty the group: no more patience.
                     let _ = killpg(self.group, Signal::SIGKILL);
-                    st.killed_at = Some(Instant::now());
+                    st.killed_at = Some(Moment::now());
                 }
             }
             Event::Signal(libc::SIGTSTP) => {
@@ -276,7 +275,7 @@ impl Supervisor<'_> {
                     // We were stopped, so renewals were too: the lock may have expired. Let the
                     // child continue only after a renewal sent from now on succeeds.
                     st.job_stopped = false;
-                    st.resume_after = Some(Instant::now());
+                    st.resume_after = Some(Moment::now());
                     if let Err(e) = self.renewer.renew_now() {
                         self.out.warn(
                             Ev::RenewerFailed,
@@ -315,7 +314,7 @@ impl Supervisor<'_> {
             Event::RenewFailed(e) => {
                 if st.loss.is_none() {
                     if st.renew_failing_since.is_none() {
-                        st.renew_failing_since = Some(Instant::now());
+                        st.renew_failing_since = Some(Moment::now());
                         self.out.warn(
                             Ev::RenewFailed,
                             format!(
@@ -323,7 +322,7 @@ impl Supervisor<'_> {
                                 output::duration(
                                     self.deadlines
                                         .term_at(st.validity)
-                                        .saturating_duration_since(Instant::now())
+                                        .saturating_duration_since(Moment::now())
                                 )
                             ),
                         );
@@ -336,7 +335,7 @@ impl Supervisor<'_> {
             }
             Event::NotHeld => {
                 if st.loss.is_none() {
-                    let now = Instant::now();
+                    let now = Moment::now();
                     self.start_kill(st, now, now + self.deadlines.grace);
                     st.loss = Some(Loss::NotHeld);
                 }

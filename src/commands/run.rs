@@ -5,7 +5,7 @@
 //!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::unistd::Pid;
 
@@ -14,6 +14,7 @@ use crate::child::guard::Guard;
 use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
+use crate::clock::Moment;
 use crate::commands::reenter::{self, Held};
 use crate::commands::take::take;
 use crate::commands::{Exit, signal_name};
@@ -159,7 +160,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         // success. A later answer is explained by expiry during a slow release (Redis paused or
         // away at the end), after the command, and everything it started, had finished under
         // the lock.
-        if Instant::now() < cfg.deadlines.kill_at(validity) {
+        if Moment::now() < cfg.deadlines.kill_at(validity) {
             out.error(
                 Ev::Lost,
                 Msg::new(format!(
