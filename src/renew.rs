@@ -3,7 +3,9 @@
 //! The renewer runs on its own thread with its own connection and only *reports* (renewed at
 //! send time T, failed, not ours any more). It never decides anything: the main thread owns the
 //! [`Deadlines`] and drives them from a timer that never waits on Redis, so a renewal stuck on a
-//! paused server cannot delay a kill.
+//! paused server cannot delay a kill. One report goes elsewhere first: each confirmed renewal
+//! moves the guard's copy of the deadlines (see [`crate::child::guard`]) before the main thread
+//! hears of it, so that the guard's deadline is never earlier than the main thread's.
 //!
 //! The lock's expiry in Redis is at least `T + ttl` after the send time T of the last confirmed
 //! renewal (the server applied it no earlier than we sent it). So the child's process group gets
@@ -16,6 +18,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::backend::Budget;
+use crate::child::guard::Line;
 use crate::clock::Moment;
 use crate::events::{Event, Sender};
 use crate::lock::{Extended, Lock, Token, Validity};
@@ -113,6 +116,8 @@ pub struct RenewSpec {
     pub timeout: Duration,
     /// Where to report.
     pub events: Sender,
+    /// The guard's line, to move its deadline on each confirmed renewal (None: no guard).
+    pub guard: Option<Line>,
 }
 
 /// The renewal thread, started only when the first renewal comes near: a command that ends
@@ -199,6 +204,7 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
         validity,
         timeout,
         events,
+        guard,
     } = spec;
     let mut next = deadlines.next_renewal(validity, every);
     let mut failures = 0u32;
@@ -214,6 +220,10 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
             Ok(Extended::Held(validity)) => {
                 failures = 0;
                 next = deadlines.next_renewal(validity, every);
+                // The guard first: its deadline must never be earlier than the main thread's.
+                if let Some(line) = &guard {
+                    line.move_deadline(deadlines.term_at(validity), deadlines.kill_at(validity));
+                }
                 Event::Renewed(validity)
             }
             Ok(Extended::NotHeld) => {

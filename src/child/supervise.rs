@@ -8,6 +8,11 @@
 //! Order of operations where it matters: kill first, log after (a blocked stderr must not delay
 //! a kill), and never let a Redis call stand between a deadline and its signal (the renewer is
 //! another thread; this loop only waits on its channel with a timeout).
+//!
+//! The guard enforces the same deadlines from outside (see [`super::guard`]): when this loop
+//! cannot run (distlock stopped, its threads starved), the guard ends the command, and this loop
+//! learns it from the guard's exit status once it runs again. When this loop starts a kill
+//! itself, it tells the guard first, so that the command gets one kill signal, not two.
 
 use std::time::Duration;
 
@@ -16,7 +21,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::guard::Guard;
+use super::guard::{self, Guard};
 use super::terminal::Terminal;
 use crate::backend::BackendError;
 use crate::clock::Moment;
@@ -31,6 +36,14 @@ use crate::signals;
 pub enum Loss {
     /// A renewal found the key gone or holding another token.
     NotHeld,
+    /// distlock's guard ended the command: a kill deadline passed without a confirmed renewal
+    /// while distlock itself did not act (it was stopped, or its threads could not run).
+    GuardFired {
+        /// Time from the last confirmed grant or renewal's send time until distlock noticed.
+        since_anchor: Duration,
+        /// The expiry that one set.
+        ttl: Duration,
+    },
     /// Renewals failed (or hung) until the deadline.
     RenewalsFailed {
         /// The last error seen, if any reply came back at all.
@@ -67,7 +80,8 @@ pub struct Supervisor<'a> {
     pub granted: Validity,
     /// The renewal thread (started when its first renewal comes near).
     pub renewer: Renewer,
-    /// The guard that kills the group if distlock dies; replaced if it dies first.
+    /// The guard that kills the group if distlock dies or fails to act in time; replaced if it
+    /// dies first.
     pub guard: &'a mut Option<Guard>,
     /// Messages.
     pub out: &'a Output,
@@ -84,6 +98,13 @@ struct State {
     validity: Validity,
     status: Option<WaitStatus>,
     loss: Option<Loss>,
+    /// The loss was noticed only at or after the SIGKILL deadline of the validity in force (so
+    /// late that, if the guard fired, the guard is what ended the command).
+    loss_late: bool,
+    /// The guard ended the command (its exit status said so).
+    guard_fired: bool,
+    /// When distlock first noticed a loss, or the guard's firing.
+    noticed_at: Option<Moment>,
     /// When SIGKILL is due (a kill sequence is under way).
     kill_at: Option<Moment>,
     killed_at: Option<Moment>,
@@ -106,6 +127,9 @@ impl State {
             validity,
             status: None,
             loss: None,
+            loss_late: false,
+            guard_fired: false,
+            noticed_at: None,
             kill_at: None,
             killed_at: None,
             stopped: false,
@@ -137,15 +161,23 @@ impl Supervisor<'_> {
                     );
                 }
             }
+            if self.guard.as_ref().is_some_and(|g| g.line().take_clogged()) {
+                // The guard has not read its pipe for thousands of renewals (it is stopped):
+                // once continued, it would act on deadlines that are out of date. Replace it
+                // (`reap` starts another, which gets the latest deadline first).
+                if let Some(guard) = self.guard.as_ref() {
+                    let _ = nix::sys::signal::kill(guard.pid(), Signal::SIGKILL);
+                }
+            }
             let validity = st.validity;
             if st.loss.is_none() && now >= self.deadlines.term_at(validity) {
                 self.start_kill(&mut st, now, self.deadlines.kill_at(validity));
-                st.loss = Some(Loss::RenewalsFailed {
+                let loss = Loss::RenewalsFailed {
                     last_error: st.last_error.take(),
                     since_anchor: now - validity.anchor,
                     ttl: validity.ttl,
-                });
-                self.renewer.stop();
+                };
+                self.lose(&mut st, now, loss);
             }
             if let Some(at) = st.kill_at {
                 if st.killed_at.is_none() && now >= at {
@@ -156,6 +188,11 @@ impl Supervisor<'_> {
             if st.status.is_some() {
                 self.reap(&mut st);
                 if group_is_empty(self.group) {
+                    // From now on the group's id may be taken by another group: the guard must
+                    // not signal it, whatever its deadline says.
+                    if let Some(guard) = self.guard.as_ref() {
+                        guard.group_gone();
+                    }
                     break;
                 }
                 if st.loss.is_none() && st.kill_at.is_none() {
@@ -194,7 +231,20 @@ impl Supervisor<'_> {
             }
         }
         let validity = st.validity;
-        let ending = match (st.loss, st.status) {
+        // The guard's firing is the reason when distlock noticed nothing, or noticed only so
+        // late that the group had to be dead by then (it was stopped: resuming, it found its
+        // deadline passed, or the renewer found the lock gone). Otherwise distlock acted in time
+        // and the guard's kill only crossed its own.
+        let loss = match st.loss {
+            Some(Loss::RenewalsFailed { .. } | Loss::NotHeld) if st.guard_fired && st.loss_late => {
+                Some(Loss::GuardFired {
+                    since_anchor: st.noticed_at.unwrap_or(validity.anchor) - validity.anchor,
+                    ttl: validity.ttl,
+                })
+            }
+            other => other,
+        };
+        let ending = match (loss, st.status) {
             (Some(loss), _) => Ending::Lost(loss),
             (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
             (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
@@ -222,11 +272,25 @@ impl Supervisor<'_> {
         next.unwrap_or(now + Duration::from_secs(3600))
     }
 
+    /// The lock is lost (`loss`), noticed `now`: stop renewing.
+    fn lose(&mut self, st: &mut State, now: Moment, loss: Loss) {
+        st.loss_late = now >= self.deadlines.kill_at(st.validity);
+        st.noticed_at.get_or_insert(now);
+        st.loss = Some(loss);
+        self.renewer.stop();
+    }
+
     /// Send the kill signal to the group now and schedule SIGKILL at `kill_by`.
     fn start_kill(&self, st: &mut State, now: Moment, kill_by: Moment) {
-        if st.stopped {
-            // A stopped child must not run another instruction without the lock: SIGKILL
-            // needs no continuing.
+        // The guard first: it must not send a kill signal of its own (the command would get
+        // two); it keeps its SIGKILL deadline as a backup.
+        if let Some(guard) = self.guard.as_ref() {
+            guard.line().distlock_kills();
+        }
+        if st.stopped || now >= kill_by {
+            // A stopped child must not run another instruction without the lock, nor may a
+            // child whose SIGKILL is due (distlock was stopped past it): SIGKILL needs no
+            // continuing.
             let _ = killpg(self.group, Signal::SIGKILL);
             st.killed_at = Some(now);
         } else if self.kill_signal == Signal::SIGKILL {
@@ -337,7 +401,7 @@ impl Supervisor<'_> {
                 if st.loss.is_none() {
                     let now = Moment::now();
                     self.start_kill(st, now, now + self.deadlines.grace);
-                    st.loss = Some(Loss::NotHeld);
+                    self.lose(st, now, Loss::NotHeld);
                 }
             }
             Event::NodeFailed(failure) => {
@@ -369,7 +433,7 @@ impl Supervisor<'_> {
                 Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..)))
                     if status.pid() == self.guard.as_ref().map(Guard::pid) =>
                 {
-                    self.replace_guard(st);
+                    self.guard_ended(st, status);
                 }
                 // An orphan of the group, reparented to us.
                 Ok(_) => {}
@@ -377,24 +441,55 @@ impl Supervisor<'_> {
         }
     }
 
-    /// The guard died (someone killed it: `pkill distlock` matches `distlock-guard` too). Without
-    /// it, a distlock killed next would leave the command's background processes running
-    /// without the lock: start another while the group is still ours to guard.
+    /// The guard ended with `status`. When a deadline had passed (distlock did not act in time:
+    /// it was stopped, or could not run), the guard has ended the command with SIGKILL: so much
+    /// for the group, and the run is lost. Otherwise it died for another reason, and is
+    /// replaced.
+    fn guard_ended(&mut self, st: &mut State, status: WaitStatus) {
+        let now = Moment::now();
+        match status {
+            WaitStatus::Exited(_, guard::FIRED) => {
+                self.guard.take();
+                st.guard_fired = true;
+                st.noticed_at.get_or_insert(now);
+                st.killed_at.get_or_insert(now);
+                st.kill_at.get_or_insert(now);
+                if st.loss.is_none() {
+                    let validity = st.validity;
+                    let loss = Loss::GuardFired {
+                        since_anchor: now - validity.anchor,
+                        ttl: validity.ttl,
+                    };
+                    self.lose(st, now, loss);
+                }
+            }
+            WaitStatus::Exited(_, guard::BACKED_UP) => {
+                // distlock's own kill sequence, which the guard backed up with its SIGKILL.
+                self.guard.take();
+                st.killed_at.get_or_insert(now);
+            }
+            _ => self.replace_guard(st),
+        }
+    }
+
+    /// The guard died (someone killed it: `pkill distlock` matches `distlock-guard` too; or it
+    /// clogged). Without it, a distlock killed or stopped next would leave the command's
+    /// processes running without the lock: start another while the group is still ours to
+    /// guard.
     fn replace_guard(&mut self, st: &State) {
-        let dead = self.guard.take().map(|g| g.pid());
+        let Some(dead) = self.guard.take() else {
+            return;
+        };
         if st.status.is_some() || st.killed_at.is_some() {
             // Nothing left worth guarding: the command has ended or SIGKILL is under way.
             return;
         }
-        match Guard::start_watching(self.group) {
+        match Guard::start_watching(dead.line(), self.group) {
             Ok(guard) => {
                 *self.guard = Some(guard);
                 self.out.warn(
                     Ev::GuardReplaced,
-                    format!(
-                        "the guard process {} died; started another",
-                        dead.map_or_else(String::new, |p| p.to_string())
-                    ),
+                    format!("the guard process {} died; started another", dead.pid()),
                 );
             }
             Err(e) => self.out.warn(
