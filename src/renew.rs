@@ -222,7 +222,7 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
                 next = deadlines.next_renewal(validity, every);
                 // The guard first: its deadline must never be earlier than the main thread's.
                 if let Some(line) = &guard {
-                    line.move_deadline(deadlines.term_at(validity), deadlines.kill_at(validity));
+                    line.move_deadline(&deadlines, validity);
                 }
                 Event::Renewed(validity)
             }

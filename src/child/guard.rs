@@ -40,7 +40,10 @@
 //!   guard ended the command;
 //! * when distlock starts a kill sequence itself (a lost lock, processes left behind), it says so
 //!   first: the guard then sends no kill signal of its own (the command would get two) and only
-//!   backs up the SIGKILL at its deadline.
+//!   backs up the SIGKILL at its deadline. To keep the two from crossing when both are awake
+//!   (their timers fire at the same instant, on two CPUs), distlock gets a head start on the
+//!   kill signal ([`head_start`]: a quarter of the grace, at most 50ms); the guard's SIGKILL
+//!   deadline is distlock's, to the nanosecond.
 //!
 //! The guard waits in `ppoll` on its pipe and on a timerfd on CLOCK_BOOTTIME armed at its next
 //! deadline (absolute), so that a deadline that passed while the machine was suspended fires as
@@ -91,6 +94,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::clock::{KERNEL_CLOCK, Moment};
+use crate::lock::Validity;
+use crate::renew::Deadlines;
 
 /// The guard's process name (what `ps` and /proc/PID/comm show).
 pub const NAME: &[u8] = b"distlock-guard\0";
@@ -142,11 +147,19 @@ fn deadline_message(deadline: Deadline, signal: Signal) -> [u8; DEADLINE_LEN] {
 
 /// The kill deadlines the guard holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Deadline {
+struct Deadline {
     /// When to send the kill signal.
-    pub term: Moment,
+    term: Moment,
     /// When to send SIGKILL.
-    pub kill: Moment,
+    kill: Moment,
+}
+
+/// How long after distlock's kill-signal deadline the guard sends the signal itself, given the
+/// grace between the kill signal and SIGKILL: a healthy distlock sends it at the deadline and
+/// tells the guard so within microseconds; a distlock that is stopped leaves the guard the rest
+/// of the grace. Never past the SIGKILL deadline.
+pub fn head_start(grace: std::time::Duration) -> std::time::Duration {
+    (grace / 4).min(std::time::Duration::from_millis(50))
 }
 
 /// The way to the guard that is current, shared by distlock's threads: the main thread (the
@@ -193,9 +206,17 @@ impl Line {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The kill deadlines are now `term` and `kill` (a grant or a confirmed renewal): tell the
-    /// guard, unless it has later ones already. Called before the main thread learns of them.
-    pub fn move_deadline(&self, term: Moment, kill: Moment) {
+    /// The lock is ours until at least the end of `validity` (a grant or a confirmed renewal):
+    /// move the guard's deadlines to those `deadlines` derive from it (see [`head_start`]),
+    /// unless it has later ones already. Called before the main thread learns of the validity.
+    pub fn move_deadline(&self, deadlines: &Deadlines, validity: Validity) {
+        let kill = deadlines.kill_at(validity);
+        let term = (deadlines.term_at(validity) + head_start(deadlines.grace)).min(kill);
+        self.move_to(term, kill);
+    }
+
+    /// Move the guard's deadlines to `term` and `kill`, unless it has later ones already.
+    fn move_to(&self, term: Moment, kill: Moment) {
         let mut wire = self.wire();
         let latest = match wire.deadline {
             Some(d) => Deadline {
@@ -833,7 +854,7 @@ mod tests {
         let line = Line::new(Signal::SIGTERM);
         let guard = Guard::start(&line).unwrap();
         let term = Moment::now() + Duration::from_millis(200);
-        line.move_deadline(term, term + Duration::from_millis(300));
+        line.move_to(term, term + Duration::from_millis(300));
         // sh and its background sleep ignore SIGTERM.
         let group = spawn_sh(&guard, "trap '' TERM; sleep 30 & wait");
         assert_eq!(
@@ -849,7 +870,7 @@ mod tests {
         let line = Line::new(Signal::SIGTERM);
         let guard = Guard::start(&line).unwrap();
         let term = Moment::now() + Duration::from_millis(100);
-        line.move_deadline(term, term + Duration::from_secs(5));
+        line.move_to(term, term + Duration::from_secs(5));
         let group = spawn_sh(&guard, "sleep 30");
         assert_eq!(
             ended(group, group),
@@ -868,13 +889,13 @@ mod tests {
         let line = Line::new(Signal::SIGTERM);
         let mut guard = Guard::start(&line).unwrap();
         let first = Moment::now() + Duration::from_millis(300);
-        line.move_deadline(first, first + Duration::from_millis(100));
+        line.move_to(first, first + Duration::from_millis(100));
         let group = spawn_sh(&guard, "sleep 30");
         kill(guard.pid(), Signal::SIGSTOP).unwrap();
         let later = Moment::now() + Duration::from_secs(60);
-        line.move_deadline(later, later + Duration::from_secs(1));
+        line.move_to(later, later + Duration::from_secs(1));
         // Earlier deadlines never move it back.
-        line.move_deadline(first, first);
+        line.move_to(first, first);
         while Moment::now() < first + Duration::from_millis(200) {
             // The stop's length is what is under test, not a synchronisation.
             std::thread::sleep(Duration::from_millis(10));
@@ -905,7 +926,7 @@ mod tests {
         let line = Line::new(Signal::SIGTERM);
         let guard = Guard::start(&line).unwrap();
         let term = Moment::now() + Duration::from_millis(100);
-        line.move_deadline(term, term + Duration::from_millis(300));
+        line.move_to(term, term + Duration::from_millis(300));
         let group = spawn_sh(
             &guard,
             &format!(
@@ -933,7 +954,7 @@ mod tests {
         let first = Guard::start(&line).unwrap();
         let group = spawn_sh(&first, "sleep 30");
         let term = Moment::now() + Duration::from_millis(300);
-        line.move_deadline(term, term + Duration::from_secs(5));
+        line.move_to(term, term + Duration::from_secs(5));
         kill(first.pid(), Signal::SIGKILL).unwrap();
         let _ = waitpid(first.pid(), None);
         let second = Guard::start_watching(&line, group).unwrap();
@@ -963,11 +984,45 @@ mod tests {
             n += 1;
             assert!(n < 100_000, "a 64 KiB pipe took {n} messages");
             let at = start + Duration::from_millis(n);
-            line.move_deadline(at, at);
+            line.move_to(at, at);
         }
         assert!(n > 3000, "clogged after {n} messages");
         kill(guard.pid(), Signal::SIGKILL).unwrap();
         let _ = waitpid(guard.pid(), None);
+    }
+
+    /// The guard's deadlines are distlock's own, but for a head start on the kill signal (so
+    /// that a healthy distlock is the one to send it): never earlier, and the SIGKILL deadline
+    /// to the instant. Later validities move them; earlier ones never move them back.
+    #[test]
+    fn the_guard_holds_distlocks_deadlines_with_a_head_start_on_the_kill_signal() {
+        let line = Line::new(Signal::SIGTERM);
+        let deadlines = Deadlines {
+            ttl: Duration::from_secs(3),
+            grace: Duration::from_millis(600),
+        };
+        let t0 = Moment::now();
+        let v = Validity {
+            anchor: t0,
+            ttl: Duration::from_secs(3),
+        };
+        line.move_deadline(&deadlines, v);
+        let held = line.wire().deadline.unwrap();
+        assert_eq!(held.kill, deadlines.kill_at(v));
+        assert_eq!(held.term, deadlines.term_at(v) + Duration::from_millis(50));
+        let later = Validity {
+            anchor: t0 + Duration::from_secs(1),
+            ..v
+        };
+        line.move_deadline(&deadlines, later);
+        line.move_deadline(&deadlines, v);
+        assert_eq!(line.wire().deadline.unwrap().kill, deadlines.kill_at(later));
+        // A short grace: a quarter of it; none: none.
+        assert_eq!(
+            head_start(Duration::from_millis(100)),
+            Duration::from_millis(25)
+        );
+        assert_eq!(head_start(Duration::ZERO), Duration::ZERO);
     }
 
     /// A group forgotten (distlock saw it empty) is never signalled, whatever the deadline.
@@ -976,7 +1031,7 @@ mod tests {
         let line = Line::new(Signal::SIGTERM);
         let mut guard = Guard::start(&line).unwrap();
         let term = Moment::now() + Duration::from_millis(100);
-        line.move_deadline(term, term);
+        line.move_to(term, term);
         let group = spawn_sh(&guard, "sleep 30");
         guard.group_gone();
         while Moment::now() < term + Duration::from_millis(200) {

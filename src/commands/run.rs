@@ -217,10 +217,7 @@ fn run_locked(
     // The grant's deadlines reach the guard before the command exists: it never watches the
     // group without one. (Renewals move them from the renewer's thread.)
     if let Some(guard) = &prepared.guard {
-        guard.line().move_deadline(
-            cfg.deadlines.term_at(grant.validity),
-            cfg.deadlines.kill_at(grant.validity),
-        );
+        guard.line().move_deadline(&cfg.deadlines, grant.validity);
     }
     // The renewer thread is started by the supervisor when the first renewal comes near.
     let mut env = vec![
