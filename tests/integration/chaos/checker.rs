@@ -979,7 +979,8 @@ impl<'a> Checker<'a> {
     /// later), and the run ends with 124 and the guard's reason, unless the command completed
     /// before the deadline, or the test SIGKILLed distlock meanwhile (the guard then kills on
     /// its death; the exit is a signal) or the command (the group may be empty before the
-    /// deadline). And no stamp of its command comes after the stop plus its TTL: the last
+    /// deadline), or distlock had started the kill itself before it was stopped (renewals
+    /// failing: 124 with its own reason; the guard backed up the SIGKILL). And no stamp of its command comes after the stop plus its TTL: the last
     /// renewal distlock confirmed was sent before the stop (a stopped renewer confirms
     /// nothing), so the guard's SIGKILL deadline lies at least the margin (>= 110ms) before
     /// that. (That the group died before the lock passed on is also
@@ -993,7 +994,7 @@ impl<'a> Checker<'a> {
             .map(|r| r.id.as_str())
             .collect();
         ids.sort();
-        let (mut by_guard, mut finished, mut killed) = (0, 0, 0);
+        let (mut by_guard, mut by_distlock, mut finished, mut killed) = (0, 0, 0, 0);
         let mut found = Vec::new();
         for id in &ids {
             let r = self.runs[id];
@@ -1016,6 +1017,8 @@ impl<'a> Checker<'a> {
                 // Reported above.
             } else if guard && r.code == Some(124) {
                 by_guard += 1;
+            } else if r.code == Some(124) && r.stderr.contains("lost lock") {
+                by_distlock += 1;
             } else if self.sections.get(*id).is_some_and(|x| x.ended) {
                 finished += 1;
             } else if r.killed_distlock.is_some() || r.killed_child.is_some() {
@@ -1036,7 +1039,7 @@ impl<'a> Checker<'a> {
         }
         self.violations.extend(found);
         self.notes.push(format!(
-            "distlocks stopped past their TTL while holding: {}; the guard ended the command of {by_guard}, {finished} completed before their deadline, {killed} otherwise ended by the test's SIGKILL (of distlock or the command) meanwhile",
+            "distlocks stopped past their TTL while holding: {}; the guard ended the command of {by_guard}, distlock itself before its stop (the guard backing up its SIGKILL) {by_distlock}, {finished} completed before their deadline, {killed} otherwise ended by the test's SIGKILL (of distlock or the command) meanwhile",
             ids.len()
         ));
     }
