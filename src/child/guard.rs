@@ -35,9 +35,10 @@
 //!   reads: it never moves a deadline earlier);
 //! * when a deadline passes without a move, the guard does what distlock would have done: the
 //!   kill signal (and SIGCONT, so that stopped members handle it) to the group, SIGKILL at the
-//!   second deadline (at once, if that has passed too), and then it exits with [`FIRED`]. distlock,
-//!   once it runs again, reaps it and ends the run with the lock-lost exit code, saying that the
-//!   guard ended the command;
+//!   second deadline (at once, if that has passed too), and then it exits with [`FIRED`]. It
+//!   also raises a flag at the bottom of its own stack as it fires (see [`Guard::has_fired`]),
+//!   for a distlock that runs again before the guard is done. distlock, once it runs again, ends
+//!   the run with the lock-lost exit code, saying that the guard ended the command;
 //! * when distlock starts a kill sequence itself (a lost lock, processes left behind), it says so
 //!   first: the guard then sends no kill signal of its own (the command would get two) and only
 //!   backs up the SIGKILL at its deadline. To keep the two from crossing when both are awake
@@ -87,6 +88,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::fcntl::OFlag;
@@ -272,6 +274,21 @@ pub struct Guard {
     line: Line,
     generation: u64,
     pid: Pid,
+    /// The guard's mailbox, at the bottom of its stack.
+    mailbox: &'static Mailbox,
+}
+
+/// What distlock and its guard share besides the pipe: the first 16 bytes of the guard's stack
+/// allocation (the stack grows down from the other end, 16 KiB away). distlock writes it before
+/// the guard exists; afterwards the guard only raises `fired`, with an atomic store (a plain
+/// store instruction: no libc).
+#[repr(C, align(16))]
+struct Mailbox {
+    /// Set by the guard when it ends the command itself (it sent the kill signal, or SIGKILL,
+    /// before distlock said that it was killing the group).
+    fired: AtomicU32,
+    /// The read end of the guard's pipe.
+    pipe: libc::c_int,
 }
 
 impl Guard {
@@ -302,15 +319,23 @@ impl Guard {
             nix::unistd::write(&write, &watch_message(group.as_raw()))?;
         }
         // The guard's stack: never freed (the guard may outlive this process's use of it),
-        // never zeroed (pages are touched only as the guard uses them, about one).
-        let stack: &'static mut [std::mem::MaybeUninit<u128>] =
+        // never zeroed (pages are touched only as the guard uses them, about one), its first
+        // 16 bytes the mailbox.
+        let stack: &'static mut [std::mem::MaybeUninit<Mailbox>] =
             Box::leak(Box::new_uninit_slice(GUARD_STACK_BYTES / 16));
-        // SAFETY: the stack is 16-byte aligned, 16 KiB, leaked (so valid for the guard's whole
-        // life), and grows down from its end. `guard_entry` touches only that stack and makes
-        // raw system calls: it never reads or writes distlock's memory or libc's state, which
-        // it shares (CLONE_VM). All signals are blocked in this thread across the clone, so the
-        // guard starts with every signal blocked (its mask is its own) and no handler of ours
-        // can run in it; this thread's mask is restored right after.
+        let (bottom, stack) = stack.split_at_mut(1);
+        let mailbox: &'static Mailbox = bottom[0].write(Mailbox {
+            fired: AtomicU32::new(0),
+            pipe: read_fd,
+        });
+        // SAFETY: the stack is 16-byte aligned, 16 KiB less the mailbox, leaked (so valid for
+        // the guard's whole life), and grows down from its end, away from the mailbox.
+        // `guard_entry` touches only that stack and the mailbox (given as its argument; it only
+        // reads `pipe` and raises `fired` atomically) and makes raw system calls: it never reads
+        // or writes distlock's memory or libc's state, which it shares (CLONE_VM). All signals
+        // are blocked in this thread across the clone, so the guard starts with every signal
+        // blocked (its mask is its own) and no handler of ours can run in it; this thread's mask
+        // is restored right after.
         let pid = unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut previous: libc::sigset_t = std::mem::zeroed();
@@ -321,7 +346,9 @@ impl Guard {
                 guard_entry,
                 top,
                 libc::CLONE_VM | libc::SIGCHLD,
-                read_fd as isize as *mut libc::c_void,
+                std::ptr::from_ref(mailbox)
+                    .cast_mut()
+                    .cast::<libc::c_void>(),
             );
             let clone_error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
@@ -338,7 +365,15 @@ impl Guard {
             line: line.clone(),
             generation: wire.generation,
             pid: Pid::from_raw(pid),
+            mailbox,
         })
+    }
+
+    /// Whether the guard has ended the command itself (a deadline passed before distlock said
+    /// it was killing the group): known from the moment it sent the first signal, before it
+    /// exits with [`FIRED`].
+    pub fn has_fired(&self) -> bool {
+        self.mailbox.fired.load(Ordering::Acquire) != 0
     }
 
     /// The guard's pid (it is distlock's child: its death is reaped by the supervisor, which
@@ -410,15 +445,19 @@ struct Watch {
     fired: bool,
 }
 
-/// The guard process. `arg` is the read end of the pipe (a small integer in a pointer). Never
-/// returns.
+/// The guard process. `arg` is its [`Mailbox`] (the read end of its pipe, and the flag it
+/// raises when it fires). Never returns.
 ///
 /// It shares distlock's memory and thread-local storage, so it must not call libc (errno), must
 /// not allocate, and must not panic (the panic machinery uses thread-local state): every step
 /// below is a raw system call or arithmetic on its own stack, with every index checked
 /// (`get`), and a failed check ends the guard quietly.
 extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
-    let pipe = arg as isize as libc::c_int;
+    // SAFETY: `arg` is the mailbox at the bottom of this stack's allocation, written before the
+    // clone and alive as long as this process (leaked).
+    let mailbox: &Mailbox = unsafe { &*arg.cast::<Mailbox>() };
+    let pipe = mailbox.pipe;
+    let fire = || mailbox.fired.store(1, Ordering::Release);
     // SAFETY: raw system calls with integer arguments and pointers into this stack frame.
     unsafe {
         syscall(
@@ -505,15 +544,16 @@ extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
         if watch.group > 1 && watch.kill != 0 {
             let now = now_nanos();
             if now >= watch.kill {
+                let fired = watch.fired || !watch.distlock_kills;
+                if fired {
+                    fire();
+                }
                 kill_group(watch.group, libc::SIGKILL);
-                exit(if watch.fired || !watch.distlock_kills {
-                    FIRED
-                } else {
-                    BACKED_UP
-                });
+                exit(if fired { FIRED } else { BACKED_UP });
             }
             if now >= watch.term && !watch.fired && !watch.distlock_kills {
                 watch.fired = true;
+                fire();
                 if watch.signal == libc::SIGKILL {
                     kill_group(watch.group, libc::SIGKILL);
                     exit(FIRED);
@@ -878,6 +918,9 @@ mod tests {
         );
         assert!(Moment::now() >= term);
         assert!(Moment::now() < term + Duration::from_secs(5));
+        // Its flag says so at once, before it is done with the group (its SIGKILL is due later).
+        assert!(guard.has_fired());
+        assert!(still_running(guard.pid()));
         drop(guard);
     }
 
@@ -940,6 +983,7 @@ mod tests {
             WaitStatus::Signaled(group, Signal::SIGKILL, false)
         );
         assert!(!log.exists(), "the guard sent the kill signal too");
+        assert!(!guard.has_fired());
         assert_eq!(
             ended(guard.pid(), group),
             WaitStatus::Exited(guard.pid(), BACKED_UP)

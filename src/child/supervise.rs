@@ -39,6 +39,8 @@ pub enum Loss {
     /// distlock's guard ended the command: a kill deadline passed without a confirmed renewal
     /// while distlock itself did not act (it was stopped, or its threads could not run).
     GuardFired {
+        /// The last renewal error distlock had seen, if any.
+        last_error: Option<BackendError>,
         /// Time from the last confirmed grant or renewal's send time until distlock noticed.
         since_anchor: Duration,
         /// The expiry that one set.
@@ -98,9 +100,6 @@ struct State {
     validity: Validity,
     status: Option<WaitStatus>,
     loss: Option<Loss>,
-    /// The loss was noticed only at or after the SIGKILL deadline of the validity in force (so
-    /// late that, if the guard fired, the guard is what ended the command).
-    loss_late: bool,
     /// The guard ended the command (its exit status said so).
     guard_fired: bool,
     /// When distlock first noticed a loss, or the guard's firing.
@@ -127,7 +126,6 @@ impl State {
             validity,
             status: None,
             loss: None,
-            loss_late: false,
             guard_fired: false,
             noticed_at: None,
             kill_at: None,
@@ -231,17 +229,26 @@ impl Supervisor<'_> {
             }
         }
         let validity = st.validity;
-        // The guard's firing is the reason when distlock noticed nothing, or noticed only so
-        // late that the group had to be dead by then (it was stopped: resuming, it found its
-        // deadline passed, or the renewer found the lock gone). Otherwise distlock acted in time
-        // and the guard's kill only crossed its own.
+        // When the guard fired, it is what ended the command, whatever distlock noticed once it
+        // ran again (its deadline passed, or the renewer found the lock gone): the guard sends
+        // the kill signal only if distlock has not said by then (its head start after
+        // distlock's own deadline) that it is killing the group, so distlock was late. (The
+        // guard may still be waiting for its SIGKILL deadline: its flag says it fired.)
+        st.guard_fired |= self.guard.as_ref().is_some_and(Guard::has_fired);
+        let since_anchor = st.noticed_at.unwrap_or_else(Moment::now) - validity.anchor;
         let loss = match st.loss {
-            Some(Loss::RenewalsFailed { .. } | Loss::NotHeld) if st.guard_fired && st.loss_late => {
+            Some(Loss::RenewalsFailed { last_error, .. }) if st.guard_fired => {
                 Some(Loss::GuardFired {
-                    since_anchor: st.noticed_at.unwrap_or(validity.anchor) - validity.anchor,
+                    last_error,
+                    since_anchor,
                     ttl: validity.ttl,
                 })
             }
+            Some(Loss::NotHeld) | None if st.guard_fired => Some(Loss::GuardFired {
+                last_error: st.last_error,
+                since_anchor,
+                ttl: validity.ttl,
+            }),
             other => other,
         };
         let ending = match (loss, st.status) {
@@ -274,7 +281,6 @@ impl Supervisor<'_> {
 
     /// The lock is lost (`loss`), noticed `now`: stop renewing.
     fn lose(&mut self, st: &mut State, now: Moment, loss: Loss) {
-        st.loss_late = now >= self.deadlines.kill_at(st.validity);
         st.noticed_at.get_or_insert(now);
         st.loss = Some(loss);
         self.renewer.stop();
@@ -457,6 +463,7 @@ impl Supervisor<'_> {
                 if st.loss.is_none() {
                     let validity = st.validity;
                     let loss = Loss::GuardFired {
+                        last_error: st.last_error.take(),
                         since_anchor: now - validity.anchor,
                         ttl: validity.ttl,
                     };

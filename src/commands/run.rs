@@ -377,10 +377,17 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
                 ),
             }
         }
-        Loss::GuardFired { since_anchor, ttl } => format!(
-            "distlock's guard process ended the command because no renewal was confirmed in time: none for {} {}, while distlock itself was stopped or could not run",
+        Loss::GuardFired {
+            last_error,
+            since_anchor,
+            ttl,
+        } => format!(
+            "distlock's guard process ended the command because no renewal was confirmed in time: none for {} {}{}, while distlock itself was stopped or could not run",
             output::duration(*since_anchor),
-            of_ttl(*ttl, cfg)
+            of_ttl(*ttl, cfg),
+            last_error
+                .as_ref()
+                .map_or_else(String::new, |e| format!(" (last error: {e})"))
         ),
     }
 }

@@ -297,6 +297,42 @@ fn ctrl_z_stops_and_sigcont_resumes() {
     assert!(!redis.exists(&lock_key("tstp")));
 }
 
+/// A job left stopped (Ctrl-Z) for longer than its lock's TTL has lost its lock (distlock,
+/// stopped with it, renews nothing): the guard ends it at the deadline, and on `fg` the run
+/// ends with 124.
+#[test]
+fn a_job_stopped_past_its_ttl_is_ended_by_the_guard() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (holder, mut master) = on_a_terminal(
+        distlock(&redis)
+            .args(["run", "-k", "tstp-long", "--ttl", "2s", "--", "sh", "-c"])
+            .arg(format!("echo $$ > {pid}; read line", pid = dir.str("pid"))),
+    );
+    let distlock_pid = pid_of(&holder);
+    let child = read_pid(&dir.path("pid"));
+    wait_until("the command to own the terminal", || {
+        foreground_group(&master) == child.as_raw()
+    });
+    master.write_all(&[0x1a]).unwrap(); // Ctrl-Z
+    wait_until("distlock to stop", || state_of(distlock_pid) == "T");
+    let expiry = earliest_expiry(&redis, "tstp-long");
+    let dead = wait_dead(child);
+    assert!(
+        dead < expiry,
+        "the job outlived its lock by {:?}",
+        dead - expiry
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("guard process ended the command"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn usr1_is_forwarded_and_ends_a_wait_cleanly() {
     let redis = Redis::start();
@@ -504,6 +540,52 @@ fn a_stopped_distlock_cannot_leave_its_command_running_past_its_lock() {
         inside.is_empty(),
         "{} stamps of the first command inside the second holder's section",
         inside.len()
+    );
+}
+
+/// The grant's deadline reaches the guard before the command runs: a command that stops its
+/// own distlock with its first instruction (before any renewal could be sent) is ended by the
+/// guard before the lock can expire, on the deadline of the grant alone.
+#[test]
+fn the_grants_deadline_reaches_the_guard_before_the_command_runs() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args([
+            "run",
+            "-k",
+            "first-deadline",
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "kill -STOP $PPID; echo $$ > {pid}; while :; do sleep 0.05; done",
+            pid = dir.str("pid"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let command = read_pid(&dir.path("pid"));
+    let distlock_pid = pid_of(&holder);
+    wait_until("distlock to be stopped", || state_of(distlock_pid) == "T");
+    let expiry = earliest_expiry(&redis, "first-deadline");
+    let dead = wait_dead(command);
+    assert!(
+        dead < expiry,
+        "the command outlived the lock by {:?}",
+        dead - expiry
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("guard process ended the command"),
+        "{}",
+        stderr(&out)
     );
 }
 
