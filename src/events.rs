@@ -1,8 +1,12 @@
 //! The messages that reach the main thread, and the one place it waits for them.
 //!
-//! distlock's main thread is a single event loop: while waiting for the lock and while the child
-//! runs, it blocks in [`Events::recv_timeout`] with a timeout set to its next deadline. Two kinds
-//! of sources feed it, through one self-pipe:
+//! distlock's main thread is a single event loop: while waiting for the lock it blocks in
+//! [`Events::recv_timeout`] with a timeout set to its next deadline, and while the child runs in
+//! [`Events::recv_until`], until its next deadline on the clock of leases (CLOCK_BOOTTIME, see
+//! [`crate::clock`]): a timer on that clock wakes it at once when the machine resumes from a
+//! suspend during which a kill deadline passed (poll's own timeout would wait on, on the
+//! monotonic clock, which stopped meanwhile). Two kinds of sources feed it, through one
+//! self-pipe:
 //!
 //! * signal handlers write the signal's number (one byte, async-signal-safe `write`);
 //! * background threads (the release subscriber, the renewer) put an [`Event`] on a channel and
@@ -24,6 +28,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::backend::{BackendError, Notice};
+use crate::clock::{KERNEL_CLOCK, Moment};
 use crate::lock::{NodeFailure, Validity};
 
 /// One thing that happened.
@@ -71,6 +76,9 @@ pub struct Events {
     rx: mpsc::Receiver<Event>,
     pipe: OwnedFd,
     pending: VecDeque<Event>,
+    /// A timerfd on [`KERNEL_CLOCK`] for [`Events::recv_until`], made on its first use (None
+    /// until then, and if the system refused one: then poll's timeout serves).
+    timer: Option<OwnedFd>,
 }
 
 /// A new event channel.
@@ -86,6 +94,7 @@ pub fn channel() -> std::io::Result<(Sender, Events)> {
             rx,
             pipe: read,
             pending: VecDeque::new(),
+            timer: None,
         },
     ))
 }
@@ -131,6 +140,74 @@ impl Events {
                 PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
             );
         }
+    }
+
+    /// The next event, waiting at most until `deadline` for it. The wait ends at the deadline
+    /// even if the machine was suspended meanwhile (see the module docs).
+    pub fn recv_until(&mut self, deadline: Moment) -> Option<Event> {
+        loop {
+            if let Some(event) = self.try_recv() {
+                return Some(event);
+            }
+            let now = Moment::now();
+            if now >= deadline {
+                return None;
+            }
+            let (true, Some(timer)) = (self.arm_timer(deadline), self.timer.as_ref()) else {
+                // No timer: poll's timeout, which a suspend stretches, is the best we have.
+                return self.recv_timeout(deadline - now);
+            };
+            let mut fds = [
+                PollFd::new(self.pipe.as_fd(), PollFlags::POLLIN),
+                PollFd::new(timer.as_fd(), PollFlags::POLLIN),
+            ];
+            let _ = nix::poll::poll(&mut fds, PollTimeout::NONE);
+            // Clear the timer's expiration (it is armed again, with a new deadline, next time).
+            let mut ticks = [0u8; 8];
+            let _ = nix::unistd::read(timer, &mut ticks);
+        }
+    }
+
+    /// Arm the timer to expire at `deadline` (absolute, on [`KERNEL_CLOCK`]); false if there is
+    /// no timer.
+    fn arm_timer(&mut self, deadline: Moment) -> bool {
+        if self.timer.is_none() {
+            // SAFETY: timerfd_create takes a clock id and flags and returns a new descriptor,
+            // which we own from here on, or -1.
+            let fd = unsafe {
+                libc::timerfd_create(KERNEL_CLOCK, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK)
+            };
+            if fd < 0 {
+                return false;
+            }
+            // SAFETY: `fd` is a fresh descriptor nobody else owns.
+            self.timer = Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+        }
+        let Some(timer) = &self.timer else {
+            return false;
+        };
+        let nanos = deadline.as_nanos();
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: libc::time_t::try_from(nanos / 1_000_000_000).unwrap_or(libc::time_t::MAX),
+                // Never all zeroes, which would disarm the timer (boot itself has passed anyway).
+                tv_nsec: (nanos % 1_000_000_000).max(1) as libc::c_long,
+            },
+        };
+        // SAFETY: `timer` is our timerfd; `spec` is a valid itimerspec; no old value asked for.
+        let armed = unsafe {
+            libc::timerfd_settime(
+                timer.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+        armed == 0
     }
 
     /// Move everything available into `pending`: signals (bytes in the pipe) first, then the
@@ -184,5 +261,29 @@ mod tests {
         let start = Instant::now();
         assert!(events.recv_timeout(Duration::from_millis(30)).is_none());
         assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn waits_until_a_moment_end_at_it_or_at_an_event() {
+        let (tx, mut events) = channel().unwrap();
+        let start = Moment::now();
+        assert!(
+            events
+                .recv_until(start + Duration::from_millis(30))
+                .is_none()
+        );
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        // A deadline already passed: no wait at all.
+        assert!(events.recv_until(start).is_none());
+        let sender = tx.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            sender.send(Event::NotHeld);
+        });
+        assert!(matches!(
+            events.recv_until(Moment::now() + Duration::from_secs(5)),
+            Some(Event::NotHeld)
+        ));
+        assert!(start.elapsed() < Duration::from_secs(4));
     }
 }

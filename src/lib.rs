@@ -16,6 +16,7 @@
 //! * [`backend`]: the only module that names redis-rs types;
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface;
 //! * [`wait`] and [`renew`]: the engine around a `Lock`;
+//! * [`clock`]: the clock of leases and kill deadlines (CLOCK_BOOTTIME: it counts a suspend);
 //! * [`signals`] and [`events`]: the process-wide signal policy, and the one channel the main
 //!   thread waits on (signals, release notifications, renewals);
 //! * [`child`]: the process group, the guard, the terminal and supervision;
@@ -27,6 +28,7 @@
 pub mod backend;
 pub mod child;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod envfile;

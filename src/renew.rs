@@ -3,18 +3,23 @@
 //! The renewer runs on its own thread with its own connection and only *reports* (renewed at
 //! send time T, failed, not ours any more). It never decides anything: the main thread owns the
 //! [`Deadlines`] and drives them from a timer that never waits on Redis, so a renewal stuck on a
-//! paused server cannot delay a kill.
+//! paused server cannot delay a kill. One report goes elsewhere first: each confirmed renewal
+//! moves the guard's copy of the deadlines (see [`crate::child::guard`]) before the main thread
+//! hears of it, so that the guard's deadline is never earlier than the main thread's.
 //!
 //! The lock's expiry in Redis is at least `T + ttl` after the send time T of the last confirmed
 //! renewal (the server applied it no earlier than we sent it). So the child's process group gets
-//! `--kill-signal` at `T + ttl - grace - margin` and SIGKILL at `T + ttl - margin`, on the
-//! monotonic clock, and is dead before anyone else can take the lock.
+//! `--kill-signal` at `T + ttl - grace - margin` and SIGKILL at `T + ttl - margin`, on
+//! CLOCK_BOOTTIME (see [`crate::clock`]: a suspend counts), and is dead before anyone else can
+//! take the lock.
 
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backend::Budget;
+use crate::child::guard::Line;
+use crate::clock::Moment;
 use crate::events::{Event, Sender};
 use crate::lock::{Extended, Lock, Token, Validity};
 
@@ -29,7 +34,7 @@ pub struct Deadlines {
 
 impl Deadlines {
     /// The safety margin before the expiry of a lock set with `ttl`: 100ms plus 1% of it
-    /// (Redis and our monotonic clock may tick at slightly different rates, by an amount that
+    /// (Redis and our clock may tick at slightly different rates, by an amount that
     /// grows with the time measured; Redlock's analysis uses the same 1%), and the time a
     /// SIGKILL takes to land.
     pub fn margin_for(ttl: Duration) -> Duration {
@@ -42,12 +47,12 @@ impl Deadlines {
     }
 
     /// When to send the kill signal, given the validity of the last confirmed grant or renewal.
-    pub fn term_at(&self, v: Validity) -> Instant {
+    pub fn term_at(&self, v: Validity) -> Moment {
         v.anchor + v.ttl.saturating_sub(self.grace + Self::margin_for(v.ttl))
     }
 
     /// When to send SIGKILL at the latest.
-    pub fn kill_at(&self, v: Validity) -> Instant {
+    pub fn kill_at(&self, v: Validity) -> Moment {
         v.anchor + v.ttl.saturating_sub(Self::margin_for(v.ttl))
     }
 
@@ -58,7 +63,7 @@ impl Deadlines {
     /// A validity a little short of the TTL (a Redlock's: the TTL minus the drift and the time
     /// its round took) is not a claim: it is renewed every `every` as long as that leaves at
     /// least as much time again before the kill signal.
-    pub fn next_renewal(&self, v: Validity, every: Duration) -> Instant {
+    pub fn next_renewal(&self, v: Validity, every: Duration) -> Moment {
         let room = v.ttl.saturating_sub(self.grace + Self::margin_for(v.ttl));
         if v.ttl >= self.ttl || room >= every * 2 {
             return v.anchor + every;
@@ -111,6 +116,8 @@ pub struct RenewSpec {
     pub timeout: Duration,
     /// Where to report.
     pub events: Sender,
+    /// The guard's line, to move its deadline on each confirmed renewal (None: no guard).
+    pub guard: Option<Line>,
 }
 
 /// The renewal thread, started only when the first renewal comes near: a command that ends
@@ -135,11 +142,11 @@ impl Renewer {
     }
 
     /// When the thread should be started (half-way to the first renewal), if it is not yet.
-    pub fn start_at(&self) -> Option<Instant> {
+    pub fn start_at(&self) -> Option<Moment> {
         match &self.state {
             State::Pending(spec) => {
                 let first = spec.deadlines.next_renewal(spec.validity, spec.every);
-                Some(spec.validity.anchor + first.duration_since(spec.validity.anchor) / 2)
+                Some(spec.validity.anchor + (first - spec.validity.anchor) / 2)
             }
             _ => None,
         }
@@ -197,13 +204,13 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
         validity,
         timeout,
         events,
+        guard,
     } = spec;
     let mut next = deadlines.next_renewal(validity, every);
     let mut failures = 0u32;
     loop {
-        match commands.recv_timeout(next.saturating_duration_since(Instant::now())) {
-            Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-            Ok(Command::Now) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        if let Command::Stop = wait_for_turn(commands, next) {
+            return;
         }
         let extended = lock.extend(&token, ttl, &Budget::within(timeout));
         for failure in lock.take_failures() {
@@ -213,6 +220,10 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
             Ok(Extended::Held(validity)) => {
                 failures = 0;
                 next = deadlines.next_renewal(validity, every);
+                // The guard first: its deadline must never be earlier than the main thread's.
+                if let Some(line) = &guard {
+                    line.move_deadline(&deadlines, validity);
+                }
                 Event::Renewed(validity)
             }
             Ok(Extended::NotHeld) => {
@@ -221,12 +232,35 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                next = Instant::now() + retry_delay(failures, every);
+                next = Moment::now() + retry_delay(failures, every);
                 Event::RenewFailed(e)
             }
         };
         if !events.send(event) {
             return;
+        }
+    }
+}
+
+/// How long a renewal may come late after the machine was suspended: the renewer sleeps in
+/// slices of at most this, because a sleep is measured on CLOCK_MONOTONIC, which stops during a
+/// suspend, while renewals are due on CLOCK_BOOTTIME, which does not. (Without the slices, a
+/// renewal due during a suspend would come a whole interval late after the resume, and could
+/// cost a healthy command its life.)
+const SUSPEND_CHECK: Duration = Duration::from_secs(1);
+
+/// Wait until `due` (on [`Moment`]'s clock) or a command from the main thread, whichever comes
+/// first: `Now` when it is time to renew, `Stop` when the main thread says so or is gone.
+fn wait_for_turn(commands: &mpsc::Receiver<Command>, due: Moment) -> Command {
+    loop {
+        let left = due.saturating_duration_since(Moment::now());
+        if left.is_zero() {
+            return Command::Now;
+        }
+        match commands.recv_timeout(left.min(SUSPEND_CHECK)) {
+            Ok(command) => return command,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Command::Stop,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
 }
@@ -251,7 +285,7 @@ mod tests {
         }
     }
 
-    fn valid(anchor: Instant, ms: u64) -> Validity {
+    fn valid(anchor: Moment, ms: u64) -> Validity {
         Validity {
             anchor,
             ttl: Duration::from_millis(ms),
@@ -261,7 +295,7 @@ mod tests {
     #[test]
     fn kill_sequence_ends_before_expiry() {
         let d = deadlines(30_000, 5_000);
-        let t0 = Instant::now();
+        let t0 = Moment::now();
         let v = valid(t0, 30_000);
         assert_eq!(d.margin(), Duration::from_millis(400));
         assert_eq!(d.term_at(v) - t0, Duration::from_millis(24_600));
@@ -274,7 +308,7 @@ mod tests {
         let d = deadlines(30_000, 5_000);
         let claim = d.claim(Duration::from_secs(2));
         assert_eq!(claim, Duration::from_millis(9_192));
-        let t0 = Instant::now();
+        let t0 = Moment::now();
         let v = valid(t0, u64::try_from(claim.as_millis()).unwrap());
         // Two Redis timeouts to extend it before the kill signal; killed before it can expire.
         let room = d.term_at(v) - t0;
@@ -304,7 +338,7 @@ mod tests {
     #[test]
     fn renewals_of_a_full_ttl_come_every_interval() {
         let d = deadlines(30_000, 5_000);
-        let t0 = Instant::now();
+        let t0 = Moment::now();
         assert_eq!(
             d.next_renewal(valid(t0, 30_000), Duration::from_secs(10)) - t0,
             Duration::from_secs(10)

@@ -1,6 +1,7 @@
 //! The child: how it is started ([`spawn`]), the guard that kills its group if distlock dies
-//! ([`guard`]), the terminal hand-off ([`terminal`]), and the event loop that supervises it
-//! until it and its process group are gone ([`supervise`]). Which signals distlock catches is
+//! or does not act in time ([`guard`]: a dead-man's switch on the kill deadlines), the terminal
+//! hand-off ([`terminal`]), and the event loop that supervises it until it and its process group
+//! are gone ([`supervise`]). Which signals distlock catches is
 //! process-wide policy, in [`crate::signals`].
 //!
 //! Nothing here talks to Redis; the supervisor learns about the lock through events.

@@ -8,17 +8,23 @@
 //! Order of operations where it matters: kill first, log after (a blocked stderr must not delay
 //! a kill), and never let a Redis call stand between a deadline and its signal (the renewer is
 //! another thread; this loop only waits on its channel with a timeout).
+//!
+//! The guard enforces the same deadlines from outside (see [`super::guard`]): when this loop
+//! cannot run (distlock stopped, its threads starved), the guard ends the command, and this loop
+//! learns it from the guard's exit status once it runs again. When this loop starts a kill
+//! itself, it tells the guard first, so that the command gets one kill signal, not two.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::guard::Guard;
+use super::guard::{self, Guard};
 use super::terminal::Terminal;
 use crate::backend::BackendError;
+use crate::clock::Moment;
 use crate::events::{Event, Events};
 use crate::lock::Validity;
 use crate::output::{self, Ev, Msg, Output};
@@ -30,6 +36,16 @@ use crate::signals;
 pub enum Loss {
     /// A renewal found the key gone or holding another token.
     NotHeld,
+    /// distlock's guard ended the command: a kill deadline passed without a confirmed renewal
+    /// while distlock itself did not act (it was stopped, or its threads could not run).
+    GuardFired {
+        /// The last renewal error distlock had seen, if any.
+        last_error: Option<BackendError>,
+        /// Time from the last confirmed grant or renewal's send time until distlock noticed.
+        since_anchor: Duration,
+        /// The expiry that one set.
+        ttl: Duration,
+    },
     /// Renewals failed (or hung) until the deadline.
     RenewalsFailed {
         /// The last error seen, if any reply came back at all.
@@ -66,7 +82,8 @@ pub struct Supervisor<'a> {
     pub granted: Validity,
     /// The renewal thread (started when its first renewal comes near).
     pub renewer: Renewer,
-    /// The guard that kills the group if distlock dies; replaced if it dies first.
+    /// The guard that kills the group if distlock dies or fails to act in time; replaced if it
+    /// dies first.
     pub guard: &'a mut Option<Guard>,
     /// Messages.
     pub out: &'a Output,
@@ -83,9 +100,13 @@ struct State {
     validity: Validity,
     status: Option<WaitStatus>,
     loss: Option<Loss>,
+    /// The guard ended the command (its exit status said so).
+    guard_fired: bool,
+    /// When distlock first noticed a loss, or the guard's firing.
+    noticed_at: Option<Moment>,
     /// When SIGKILL is due (a kill sequence is under way).
-    kill_at: Option<Instant>,
-    killed_at: Option<Instant>,
+    kill_at: Option<Moment>,
+    killed_at: Option<Moment>,
     /// The child is stopped.
     stopped: bool,
     /// We stopped ourselves after the child stopped (job control); resuming waits for a renewal.
@@ -93,8 +114,8 @@ struct State {
     /// We forwarded a SIGTSTP and will stop ourselves when the child stops.
     stop_requested: bool,
     /// A renewal sent after this instant must succeed before the child may continue.
-    resume_after: Option<Instant>,
-    renew_failing_since: Option<Instant>,
+    resume_after: Option<Moment>,
+    renew_failing_since: Option<Moment>,
     last_error: Option<BackendError>,
     leftovers_reported: bool,
 }
@@ -105,6 +126,8 @@ impl State {
             validity,
             status: None,
             loss: None,
+            guard_fired: false,
+            noticed_at: None,
             kill_at: None,
             killed_at: None,
             stopped: false,
@@ -126,7 +149,7 @@ impl Supervisor<'_> {
         // The child may have exited before we got here; its SIGCHLD is queued, but reap now too.
         self.reap(&mut st);
         loop {
-            let now = Instant::now();
+            let now = Moment::now();
             if self.renewer.start_at().is_some_and(|at| now >= at) {
                 if let Err(e) = self.renewer.start() {
                     // No renewals: the kill deadline below will stop the command in time.
@@ -136,15 +159,23 @@ impl Supervisor<'_> {
                     );
                 }
             }
+            if self.guard.as_ref().is_some_and(|g| g.line().take_clogged()) {
+                // The guard has not read its pipe for thousands of renewals (it is stopped):
+                // once continued, it would act on deadlines that are out of date. Replace it
+                // (`reap` starts another, which gets the latest deadline first).
+                if let Some(guard) = self.guard.as_ref() {
+                    let _ = nix::sys::signal::kill(guard.pid(), Signal::SIGKILL);
+                }
+            }
             let validity = st.validity;
             if st.loss.is_none() && now >= self.deadlines.term_at(validity) {
                 self.start_kill(&mut st, now, self.deadlines.kill_at(validity));
-                st.loss = Some(Loss::RenewalsFailed {
+                let loss = Loss::RenewalsFailed {
                     last_error: st.last_error.take(),
-                    since_anchor: now.duration_since(validity.anchor),
+                    since_anchor: now - validity.anchor,
                     ttl: validity.ttl,
-                });
-                self.renewer.stop();
+                };
+                self.lose(&mut st, now, loss);
             }
             if let Some(at) = st.kill_at {
                 if st.killed_at.is_none() && now >= at {
@@ -155,6 +186,11 @@ impl Supervisor<'_> {
             if st.status.is_some() {
                 self.reap(&mut st);
                 if group_is_empty(self.group) {
+                    // From now on the group's id may be taken by another group: the guard must
+                    // not signal it, whatever its deadline says.
+                    if let Some(guard) = self.guard.as_ref() {
+                        guard.group_gone();
+                    }
                     break;
                 }
                 if st.loss.is_none() && st.kill_at.is_none() {
@@ -174,7 +210,7 @@ impl Supervisor<'_> {
                     );
                 }
                 if let Some(killed) = st.killed_at {
-                    if now.duration_since(killed) >= AFTER_SIGKILL {
+                    if now - killed >= AFTER_SIGKILL {
                         self.out.warn(
                             Ev::KillStuck,
                             "processes of the command's group survived SIGKILL for 2s (stuck in the kernel?); giving up on them",
@@ -183,8 +219,7 @@ impl Supervisor<'_> {
                     }
                 }
             }
-            let timeout = self.next_timeout(&st, now);
-            if let Some(event) = events.recv_timeout(timeout) {
+            if let Some(event) = events.recv_until(self.next_deadline(&st, now)) {
                 self.handle(&mut st, event);
             }
         }
@@ -194,7 +229,29 @@ impl Supervisor<'_> {
             }
         }
         let validity = st.validity;
-        let ending = match (st.loss, st.status) {
+        // When the guard fired, it is what ended the command, whatever distlock noticed once it
+        // ran again (its deadline passed, or the renewer found the lock gone): the guard sends
+        // the kill signal only if distlock has not said by then (its head start after
+        // distlock's own deadline) that it is killing the group, so distlock was late. (The
+        // guard may still be waiting for its SIGKILL deadline: its flag says it fired.)
+        st.guard_fired |= self.guard.as_ref().is_some_and(Guard::has_fired);
+        let since_anchor = st.noticed_at.unwrap_or_else(Moment::now) - validity.anchor;
+        let loss = match st.loss {
+            Some(Loss::RenewalsFailed { last_error, .. }) if st.guard_fired => {
+                Some(Loss::GuardFired {
+                    last_error,
+                    since_anchor,
+                    ttl: validity.ttl,
+                })
+            }
+            Some(Loss::NotHeld) | None if st.guard_fired => Some(Loss::GuardFired {
+                last_error: st.last_error,
+                since_anchor,
+                ttl: validity.ttl,
+            }),
+            other => other,
+        };
+        let ending = match (loss, st.status) {
             (Some(loss), _) => Ending::Lost(loss),
             (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
             (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
@@ -203,9 +260,10 @@ impl Supervisor<'_> {
         (ending, validity)
     }
 
-    fn next_timeout(&self, st: &State, now: Instant) -> Duration {
-        let mut next = None::<Instant>;
-        let mut consider = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
+    /// When the loop must look again, at the latest.
+    fn next_deadline(&self, st: &State, now: Moment) -> Moment {
+        let mut next = None::<Moment>;
+        let mut consider = |at: Moment| next = Some(next.map_or(at, |n: Moment| n.min(at)));
         if st.loss.is_none() {
             consider(self.deadlines.term_at(st.validity));
         }
@@ -218,16 +276,27 @@ impl Supervisor<'_> {
         if st.status.is_some() {
             consider(now + GROUP_POLL);
         }
-        next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(now)
-        })
+        next.unwrap_or(now + Duration::from_secs(3600))
+    }
+
+    /// The lock is lost (`loss`), noticed `now`: stop renewing.
+    fn lose(&mut self, st: &mut State, now: Moment, loss: Loss) {
+        st.noticed_at.get_or_insert(now);
+        st.loss = Some(loss);
+        self.renewer.stop();
     }
 
     /// Send the kill signal to the group now and schedule SIGKILL at `kill_by`.
-    fn start_kill(&self, st: &mut State, now: Instant, kill_by: Instant) {
-        if st.stopped {
-            // A stopped child must not run another instruction without the lock: SIGKILL
-            // needs no continuing.
+    fn start_kill(&self, st: &mut State, now: Moment, kill_by: Moment) {
+        // The guard first: it must not send a kill signal of its own (the command would get
+        // two); it keeps its SIGKILL deadline as a backup.
+        if let Some(guard) = self.guard.as_ref() {
+            guard.line().distlock_kills();
+        }
+        if st.stopped || now >= kill_by {
+            // A stopped child must not run another instruction without the lock, nor may a
+            // child whose SIGKILL is due (distlock was stopped past it): SIGKILL needs no
+            // continuing.
             let _ = killpg(self.group, Signal::SIGKILL);
             st.killed_at = Some(now);
         } else if self.kill_signal == Signal::SIGKILL {
@@ -260,7 +329,7 @@ impl Supervisor<'_> {
                 } else if st.killed_at.is_none() {
                     // Interrupted while we empty the group: no more patience.
                     let _ = killpg(self.group, Signal::SIGKILL);
-                    st.killed_at = Some(Instant::now());
+                    st.killed_at = Some(Moment::now());
                 }
             }
             Event::Signal(libc::SIGTSTP) => {
@@ -276,7 +345,7 @@ impl Supervisor<'_> {
                     // We were stopped, so renewals were too: the lock may have expired. Let the
                     // child continue only after a renewal sent from now on succeeds.
                     st.job_stopped = false;
-                    st.resume_after = Some(Instant::now());
+                    st.resume_after = Some(Moment::now());
                     if let Err(e) = self.renewer.renew_now() {
                         self.out.warn(
                             Ev::RenewerFailed,
@@ -315,7 +384,7 @@ impl Supervisor<'_> {
             Event::RenewFailed(e) => {
                 if st.loss.is_none() {
                     if st.renew_failing_since.is_none() {
-                        st.renew_failing_since = Some(Instant::now());
+                        st.renew_failing_since = Some(Moment::now());
                         self.out.warn(
                             Ev::RenewFailed,
                             format!(
@@ -323,7 +392,7 @@ impl Supervisor<'_> {
                                 output::duration(
                                     self.deadlines
                                         .term_at(st.validity)
-                                        .saturating_duration_since(Instant::now())
+                                        .saturating_duration_since(Moment::now())
                                 )
                             ),
                         );
@@ -336,9 +405,9 @@ impl Supervisor<'_> {
             }
             Event::NotHeld => {
                 if st.loss.is_none() {
-                    let now = Instant::now();
+                    let now = Moment::now();
                     self.start_kill(st, now, now + self.deadlines.grace);
-                    st.loss = Some(Loss::NotHeld);
+                    self.lose(st, now, Loss::NotHeld);
                 }
             }
             Event::NodeFailed(failure) => {
@@ -370,7 +439,7 @@ impl Supervisor<'_> {
                 Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..)))
                     if status.pid() == self.guard.as_ref().map(Guard::pid) =>
                 {
-                    self.replace_guard(st);
+                    self.guard_ended(st, status);
                 }
                 // An orphan of the group, reparented to us.
                 Ok(_) => {}
@@ -378,24 +447,56 @@ impl Supervisor<'_> {
         }
     }
 
-    /// The guard died (someone killed it: `pkill distlock` matches `distlock-guard` too). Without
-    /// it, a distlock killed next would leave the command's background processes running
-    /// without the lock: start another while the group is still ours to guard.
+    /// The guard ended with `status`. When a deadline had passed (distlock did not act in time:
+    /// it was stopped, or could not run), the guard has ended the command with SIGKILL: so much
+    /// for the group, and the run is lost. Otherwise it died for another reason, and is
+    /// replaced.
+    fn guard_ended(&mut self, st: &mut State, status: WaitStatus) {
+        let now = Moment::now();
+        match status {
+            WaitStatus::Exited(_, guard::FIRED) => {
+                self.guard.take();
+                st.guard_fired = true;
+                st.noticed_at.get_or_insert(now);
+                st.killed_at.get_or_insert(now);
+                st.kill_at.get_or_insert(now);
+                if st.loss.is_none() {
+                    let validity = st.validity;
+                    let loss = Loss::GuardFired {
+                        last_error: st.last_error.take(),
+                        since_anchor: now - validity.anchor,
+                        ttl: validity.ttl,
+                    };
+                    self.lose(st, now, loss);
+                }
+            }
+            WaitStatus::Exited(_, guard::BACKED_UP) => {
+                // distlock's own kill sequence, which the guard backed up with its SIGKILL.
+                self.guard.take();
+                st.killed_at.get_or_insert(now);
+            }
+            _ => self.replace_guard(st),
+        }
+    }
+
+    /// The guard died (someone killed it: `pkill distlock` matches `distlock-guard` too; or it
+    /// clogged). Without it, a distlock killed or stopped next would leave the command's
+    /// processes running without the lock: start another while the group is still ours to
+    /// guard.
     fn replace_guard(&mut self, st: &State) {
-        let dead = self.guard.take().map(|g| g.pid());
+        let Some(dead) = self.guard.take() else {
+            return;
+        };
         if st.status.is_some() || st.killed_at.is_some() {
             // Nothing left worth guarding: the command has ended or SIGKILL is under way.
             return;
         }
-        match Guard::start_watching(self.group) {
+        match Guard::start_watching(dead.line(), self.group) {
             Ok(guard) => {
                 *self.guard = Some(guard);
                 self.out.warn(
                     Ev::GuardReplaced,
-                    format!(
-                        "the guard process {} died; started another",
-                        dead.map_or_else(String::new, |p| p.to_string())
-                    ),
+                    format!("the guard process {} died; started another", dead.pid()),
                 );
             }
             Err(e) => self.out.warn(

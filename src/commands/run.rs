@@ -5,15 +5,16 @@
 //!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::unistd::Pid;
 
 use crate::backend::{Budget, Cancel};
-use crate::child::guard::Guard;
+use crate::child::guard::{Guard, Line};
 use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
+use crate::clock::Moment;
 use crate::commands::reenter::{self, Held};
 use crate::commands::take::take;
 use crate::commands::{Exit, signal_name};
@@ -66,10 +67,10 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         // A missing command costs neither a Redis round trip nor a wait.
         program: spawn::resolve(&cfg.argv[0])?,
         dispositions,
-        // The guard that kills the command's group if distlock dies: forked now, while
-        // distlock is small and single-threaded, rather than on the path from acquiring the
-        // lock to starting the command.
-        guard: match Guard::start() {
+        // The guard that kills the command's group if distlock dies, or fails to kill it in
+        // time: started now, rather than on the path from acquiring the lock to starting the
+        // command.
+        guard: match Guard::start(&Line::new(cfg.kill_signal)) {
             Ok(guard) => Some(guard),
             Err(e) => {
                 out.warn(
@@ -159,7 +160,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         // success. A later answer is explained by expiry during a slow release (Redis paused or
         // away at the end), after the command, and everything it started, had finished under
         // the lock.
-        if Instant::now() < cfg.deadlines.kill_at(validity) {
+        if Moment::now() < cfg.deadlines.kill_at(validity) {
             out.error(
                 Ev::Lost,
                 Msg::new(format!(
@@ -213,6 +214,11 @@ fn run_locked(
 ) -> Result<Started, Error> {
     crate::child::become_subreaper();
     let terminal = Terminal::detect();
+    // The grant's deadlines reach the guard before the command exists: it never watches the
+    // group without one. (Renewals move them from the renewer's thread.)
+    if let Some(guard) = &prepared.guard {
+        guard.line().move_deadline(&cfg.deadlines, grant.validity);
+    }
     // The renewer thread is started by the supervisor when the first renewal comes near.
     let mut env = vec![
         ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
@@ -254,6 +260,7 @@ fn run_locked(
         validity: grant.validity,
         timeout,
         events: tx.clone(),
+        guard: prepared.guard.as_ref().map(|g| g.line().clone()),
     });
     out.verbose(
         Ev::Started,
@@ -358,14 +365,7 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
             since_anchor,
             ttl,
         } => {
-            let of = if *ttl < cfg.take.ttl {
-                format!(
-                    "of the {} claim it was acquired with",
-                    output::duration(*ttl)
-                )
-            } else {
-                format!("of its {} TTL", output::duration(*ttl))
-            };
+            let of = of_ttl(*ttl, cfg);
             match last_error {
                 Some(e) => format!(
                     "no renewal succeeded for {} {of}; last error: {e}",
@@ -377,6 +377,31 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
                 ),
             }
         }
+        Loss::GuardFired {
+            last_error,
+            since_anchor,
+            ttl,
+        } => format!(
+            "distlock's guard process ended the command because no renewal was confirmed in time: none for {} {}{}, while distlock itself was stopped or could not run",
+            output::duration(*since_anchor),
+            of_ttl(*ttl, cfg),
+            last_error
+                .as_ref()
+                .map_or_else(String::new, |e| format!(" (last error: {e})"))
+        ),
+    }
+}
+
+/// "of its 3s TTL", or "of the 1.2s claim it was acquired with" (a validity `ttl` short of the
+/// TTL is the grant's claim).
+fn of_ttl(ttl: Duration, cfg: &RunConfig) -> String {
+    if ttl < cfg.take.ttl {
+        format!(
+            "of the {} claim it was acquired with",
+            output::duration(ttl)
+        )
+    } else {
+        format!("of its {} TTL", output::duration(ttl))
     }
 }
 

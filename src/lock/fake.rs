@@ -15,6 +15,7 @@ use super::{
     Queueing, Request, Residue, Token, Use, Validity,
 };
 use crate::backend::{BackendError, Budget, Notice, Subscription};
+use crate::clock::Moment;
 
 /// How often a waiter must refresh its place (short, for tests).
 pub const REFRESH: Duration = Duration::from_millis(40);
@@ -231,7 +232,7 @@ impl Lock for FakeLock {
         if let Some(e) = self.failures.lock().ok().and_then(|mut f| f.pop_front()) {
             return Err(e);
         }
-        let anchor = Instant::now();
+        let anchor = Moment::now();
         let token = request.token.as_str();
         let limit = request.limit.max(1);
         let queueing = if self.lineless {
@@ -366,12 +367,13 @@ impl Lock for FakeLock {
         ttl: Duration,
         _budget: &Budget,
     ) -> Result<Extended, BackendError> {
-        let anchor = Instant::now();
+        let anchor = Moment::now();
+        let now = Instant::now();
         let mut w = self.world();
-        w.purge(anchor);
+        w.purge(now);
         match w.holders.get_mut(token.as_str()) {
             Some(entry) => {
-                entry.0 = anchor + ttl;
+                entry.0 = now + ttl;
                 Ok(Extended::Held(Validity { anchor, ttl }))
             }
             None => Ok(Extended::NotHeld),

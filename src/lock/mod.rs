@@ -8,8 +8,8 @@
 //! # What a grant promises
 //!
 //! A lock is never "held until further notice": every answer that says "ours" comes with a
-//! [`Validity`], an instant on our own monotonic clock and a duration, such that the lock cannot
-//! expire in Redis before `anchor + ttl`. The anchor is the send time of the request that set
+//! [`Validity`], a [`Moment`] on our own clock (CLOCK_BOOTTIME, see [`crate::clock`]) and a
+//! duration, such that the lock cannot expire in Redis before `anchor + ttl`. The anchor is the send time of the request that set
 //! the expiry (Redis applied it no earlier than we sent it). The kill deadlines of `run` are
 //! computed from the latest validity, and nothing else.
 //!
@@ -44,9 +44,10 @@ mod name;
 mod redlock;
 mod single;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
+use crate::clock::Moment;
 
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
@@ -114,15 +115,15 @@ fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
 /// A lower bound for a lock's expiry: it cannot expire in Redis before `anchor + ttl`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Validity {
-    /// Send time (our monotonic clock) of the request that set the expiry.
-    pub anchor: Instant,
+    /// Send time (CLOCK_BOOTTIME: a suspend counts) of the request that set the expiry.
+    pub anchor: Moment,
     /// The expiry that request set, from the moment Redis applied it.
     pub ttl: Duration,
 }
 
 impl Validity {
     /// The earliest instant at which the lock may expire.
-    pub fn earliest_expiry(&self) -> Instant {
+    pub fn earliest_expiry(&self) -> Moment {
         self.anchor + self.ttl
     }
 }

@@ -45,6 +45,7 @@ use super::{
 use crate::backend::{
     BackendError, Begun, Budget, Connector, NoQuorum, Notice, Reply, Script, Subscription, Worker,
 };
+use crate::clock::Moment;
 
 /// A lock over independent primaries.
 pub struct Redlock {
@@ -353,7 +354,7 @@ impl super::Lock for Redlock {
         // `--supersede` and `--limit N>1` never get here: the configuration refuses them over a
         // Redlock (see the module docs), before anything is sent.
         let claim = request.claim;
-        let start = Instant::now();
+        let start = Moment::now();
         let mut args = acquire_args(request, Queueing::Try);
         args.push(b"fence_floor".to_vec());
         args.push(fence_floor().to_string().into_bytes());
@@ -390,7 +391,7 @@ impl super::Lock for Redlock {
             anchor: start,
             ttl: claim.saturating_sub(drift(claim)),
         };
-        if granted >= quorum && validity.earliest_expiry() > Instant::now() {
+        if granted >= quorum && validity.earliest_expiry() > Moment::now() {
             // Every granting node's fence counter must reach the fence handed out before anyone
             // can use it: a later majority shares a node with this one, and must get a larger
             // fence there. Nodes that granted a smaller fence are raised in a second round
@@ -418,7 +419,7 @@ impl super::Lock for Redlock {
                     })
                     .count();
             }
-            if level >= quorum && validity.earliest_expiry() > Instant::now() {
+            if level >= quorum && validity.earliest_expiry() > Moment::now() {
                 return Ok(Answer::Granted {
                     validity,
                     fence,
@@ -561,7 +562,7 @@ impl super::Lock for Redlock {
         ttl: Duration,
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
-        let anchor = Instant::now();
+        let anchor = Moment::now();
         let args = [
             token.as_str().as_bytes().to_vec(),
             millis(ttl).to_string().into_bytes(),

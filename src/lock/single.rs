@@ -28,6 +28,7 @@ use super::{
 use crate::backend::{
     BackendError, Budget, Connector, Notice, Reply, Script, Subscription, Unreplicated, Worker,
 };
+use crate::clock::Moment;
 use crate::lock::holder::Holder;
 
 macro_rules! script {
@@ -270,7 +271,7 @@ impl Lock for SingleNode {
         if request.queueing != Queueing::Try {
             self.joined = true;
         }
-        let mut anchor = Instant::now();
+        let mut anchor = Moment::now();
         let first = self.eval(&ACQUIRE, args.clone(), budget);
         if let Err(BackendError::Lost(_)) = &first {
             self.uncovered = true;
@@ -285,7 +286,7 @@ impl Lock for SingleNode {
                     && !matches!(e, BackendError::Interrupted { .. })
                     && budget.remaining() > Duration::from_millis(1) =>
             {
-                anchor = Instant::now();
+                anchor = Moment::now();
                 let again = self.eval(&ACQUIRE, args, budget);
                 if let Err(BackendError::Lost(_)) = &again {
                     self.uncovered = true;
@@ -353,7 +354,7 @@ impl Lock for SingleNode {
         ttl: Duration,
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
-        let mut anchor = Instant::now();
+        let mut anchor = Moment::now();
         let args = vec![
             token.as_str().as_bytes().to_vec(),
             millis(ttl).to_string().into_bytes(),
@@ -364,7 +365,7 @@ impl Lock for SingleNode {
         let kind = self.held.unwrap_or(Held::Mutex);
         let mut reply = self.eval_keys(&RENEW, kind.keys(&self.name), args.clone(), budget)?;
         if self.held.is_none() && reply.as_slice() == [Reply::Int(0)] {
-            anchor = Instant::now();
+            anchor = Moment::now();
             reply = self.eval_keys(&RENEW, Held::Slot.keys(&self.name), args, budget)?;
         }
         match reply.as_slice() {
@@ -544,7 +545,7 @@ fn count(n: i64) -> u32 {
 /// Decode an acquire reply (see `lua/acquire.lua`).
 pub(super) fn decode_answer(
     reply: &[Reply],
-    anchor: Instant,
+    anchor: Moment,
     claim: Duration,
 ) -> Result<Answer, BackendError> {
     match reply {

@@ -78,6 +78,49 @@ fn redis_stopped_while_held() {
     assert!(err.contains("lost lock \"stopped\""), "{err}");
 }
 
+/// When distlock kills in time by itself (Redis stopped: renewals fail until the deadline), the
+/// command gets one kill signal, not two: distlock tells its guard, which holds the same
+/// deadlines, before it sends it, and the guard only backs up the SIGKILL. The reason given is
+/// distlock's own.
+#[test]
+fn a_kill_in_time_sends_one_kill_signal_and_gives_distlocks_reason() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args(["run", "-k", "once", "--ttl", "2s", "--kill-grace", "400ms"])
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "trap 'echo TERM >> {log}' TERM; echo $$ > {pid}; while :; do sleep 0.02; done",
+            log = dir.str("log"),
+            pid = dir.str("child"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = read_pid(&dir.path("child"));
+    let sent = Instant::now();
+    let pttl = redis.pttl(&lock_key("once"));
+    assert!(pttl > 0, "PTTL {pttl}");
+    redis.signal(Signal::SIGSTOP);
+    let dead = wait_dead(child);
+    redis.signal(Signal::SIGCONT);
+    assert!(dead < sent + Duration::from_millis(pttl as u64));
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.path("log")).unwrap_or_default(),
+        "TERM\n",
+        "exactly one kill signal"
+    );
+    assert!(
+        stderr(&out).contains("renewing the lock failed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("guard"), "{}", stderr(&out));
+}
+
 #[test]
 fn redis_killed_while_held() {
     let mut redis = Redis::start();

@@ -1,8 +1,10 @@
-//! Signals: while waiting, while the command runs, distlock itself killed, and an interactive
-//! command on a real pseudo-terminal (Ctrl-C once, reading the terminal, Ctrl-Z and resume).
+//! Signals: while waiting, while the command runs, distlock itself killed, an interactive
+//! command on a real pseudo-terminal (Ctrl-C once, reading the terminal, Ctrl-Z and resume),
+//! and distlock, its guard, or both stopped.
 
 use std::io::Write;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -295,6 +297,42 @@ fn ctrl_z_stops_and_sigcont_resumes() {
     assert!(!redis.exists(&lock_key("tstp")));
 }
 
+/// A job left stopped (Ctrl-Z) for longer than its lock's TTL has lost its lock (distlock,
+/// stopped with it, renews nothing): the guard ends it at the deadline, and on `fg` the run
+/// ends with 124.
+#[test]
+fn a_job_stopped_past_its_ttl_is_ended_by_the_guard() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (holder, mut master) = on_a_terminal(
+        distlock(&redis)
+            .args(["run", "-k", "tstp-long", "--ttl", "2s", "--", "sh", "-c"])
+            .arg(format!("echo $$ > {pid}; read line", pid = dir.str("pid"))),
+    );
+    let distlock_pid = pid_of(&holder);
+    let child = read_pid(&dir.path("pid"));
+    wait_until("the command to own the terminal", || {
+        foreground_group(&master) == child.as_raw()
+    });
+    master.write_all(&[0x1a]).unwrap(); // Ctrl-Z
+    wait_until("distlock to stop", || state_of(distlock_pid) == "T");
+    let expiry = earliest_expiry(&redis, "tstp-long");
+    let dead = wait_dead(child);
+    assert!(
+        dead < expiry,
+        "the job outlived its lock by {:?}",
+        dead - expiry
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("guard process ended the command"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn usr1_is_forwarded_and_ends_a_wait_cleanly() {
     let redis = Redis::start();
@@ -374,4 +412,256 @@ fn a_script_without_shebang_runs_with_sh() {
         .arg("arg"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "from sh: arg\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// distlock, its guard, or both stopped (issue 18). The guard holds distlock's kill deadlines:
+// a stopped distlock cannot leave its command running past its lock; a stopped guard changes
+// nothing; both stopped leave the command unwatched until one of them runs again.
+
+/// `date +%s%N` stamps in `file`, one per line (the commands' clock, the same for both).
+fn stamps(file: &std::path::Path) -> Vec<u128> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A holder of `key` with `ttl` whose command stamps `log` every 100ms until killed, started
+/// and stamping; returns it with its command's pid.
+fn stamping_holder(
+    redis: &Redis,
+    dir: &Scratch,
+    key: &str,
+    ttl: &str,
+) -> (std::process::Child, Pid) {
+    let holder = distlock(redis)
+        .args(["run", "-k", key, "--ttl", ttl, "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {pid}; while :; do date +%s%N >> {log}; sleep 0.1; done",
+            pid = dir.str("pid"),
+            log = dir.str("log"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let command = read_pid(&dir.path("pid"));
+    wait_until("the command's first stamp", || {
+        !stamps(&dir.path("log")).is_empty()
+    });
+    (holder, command)
+}
+
+/// The earliest instant at which `key` can expire in Redis, from a PTTL read now (later
+/// renewals only push the expiry out).
+fn earliest_expiry(redis: &Redis, key: &str) -> Instant {
+    let sent = Instant::now();
+    let pttl = redis.pttl(&lock_key(key));
+    assert!(
+        pttl > 0,
+        "the lock must be held with an expiry, PTTL {pttl}"
+    );
+    sent + Duration::from_millis(pttl as u64)
+}
+
+/// Keep a fault on for `length` from `since` (the fault's length is what is under test, not a
+/// synchronisation).
+fn hold_fault(since: Instant, length: Duration) {
+    while since.elapsed() < length {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 18's scenario: distlock alone is stopped (TTL 3s, stopped 6s) while a second run waits.
+/// Its guard ends the command before the lock can expire in Redis; the second holder's section
+/// never overlaps the first command's stamps; once resumed, the first run ends 124 and says
+/// that the guard ended the command.
+#[test]
+fn a_stopped_distlock_cannot_leave_its_command_running_past_its_lock() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (first, command) = stamping_holder(&redis, &dir, "paused", "3s");
+    let second = distlock(&redis)
+        .args(["run", "-k", "paused", "--", "sh", "-c"])
+        .arg(format!(
+            "date +%s%N > {start}; sleep 1; date +%s%N > {end}",
+            start = dir.str("second-start"),
+            end = dir.str("second-end"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the second run to wait in line", || {
+        redis.in_line("paused") == 1
+    });
+    let expiry = earliest_expiry(&redis, "paused");
+    let distlock_pid = pid_of(&first);
+    kill(distlock_pid, Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    let dead = wait_dead(command);
+    assert!(
+        dead < expiry,
+        "the command outlived the lock by {:?} while distlock was stopped",
+        dead - expiry
+    );
+    assert_eq!(
+        state_of(distlock_pid),
+        "T",
+        "distlock was stopped all along"
+    );
+    // The second run takes the lock once it expired, and ends its section.
+    wait_for_file(&dir.path("second-end"));
+    hold_fault(stopped, Duration::from_secs(6));
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(first);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "lost lock \"paused\" while the command ran (distlock's guard process ended the command because no renewal was confirmed in time"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = finish(second);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let second_start: u128 = wait_for_file(&dir.path("second-start"))
+        .trim()
+        .parse()
+        .unwrap();
+    let first_stamps = stamps(&dir.path("log"));
+    let inside: Vec<&u128> = first_stamps
+        .iter()
+        .filter(|&&t| t >= second_start)
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "{} stamps of the first command inside the second holder's section",
+        inside.len()
+    );
+}
+
+/// The grant's deadline reaches the guard before the command runs: a command that stops its
+/// own distlock with its first instruction (before any renewal could be sent) is ended by the
+/// guard before the lock can expire, on the deadline of the grant alone.
+#[test]
+fn the_grants_deadline_reaches_the_guard_before_the_command_runs() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = distlock(&redis)
+        .args([
+            "run",
+            "-k",
+            "first-deadline",
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "kill -STOP $PPID; echo $$ > {pid}; while :; do sleep 0.05; done",
+            pid = dir.str("pid"),
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let command = read_pid(&dir.path("pid"));
+    let distlock_pid = pid_of(&holder);
+    wait_until("distlock to be stopped", || state_of(distlock_pid) == "T");
+    let expiry = earliest_expiry(&redis, "first-deadline");
+    let dead = wait_dead(command);
+    assert!(
+        dead < expiry,
+        "the command outlived the lock by {:?}",
+        dead - expiry
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("guard process ended the command"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The guard alone is stopped for longer than the TTL: nothing changes for the run. Renewals
+/// go on; the guard, continued, reads the deadlines they left in its pipe before its clock, and
+/// does not fire; the command completes and the run ends 0 without a word.
+#[test]
+fn a_stopped_guard_changes_nothing_for_the_run() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let mut holder = hold_until_released(distlock(&redis), &dir, "guard-stopped", &["--ttl", "2s"]);
+    let distlock_pid = pid_of(&holder);
+    wait_until("the guard to start", || guard_of(distlock_pid));
+    let guard = guards_of(distlock_pid)[0];
+    kill(guard, Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    // Past the deadlines the guard held when it was stopped, with renewals meanwhile.
+    for _ in 0..3 {
+        wait_renewed_on(&redis, &lock_key("guard-stopped"), &mut holder);
+    }
+    hold_fault(stopped, Duration::from_secs(3));
+    kill(guard, Signal::SIGCONT).unwrap();
+    // A guard that (wrongly) acted on a stale deadline would do it at once: give it a renewal's
+    // time, then check that it is the same guard, still there, and the command too.
+    wait_renewed_on(&redis, &lock_key("guard-stopped"), &mut holder);
+    assert_eq!(guards_of(distlock_pid), vec![guard]);
+    assert_ne!(state_of(guard), "T");
+    release(&dir);
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    assert!(!redis.exists(&lock_key("guard-stopped")));
+}
+
+/// distlock and its guard both stopped (`pkill -STOP distlock` matches both), the command not:
+/// as the guarantees say, nothing can stop the command then, and it runs on past its lock; the
+/// first of the two to run again kills it at once (here the guard), and distlock, continued,
+/// ends the run with 124.
+#[test]
+fn distlock_and_its_guard_both_stopped_leave_the_command_until_one_runs() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let (holder, command) = stamping_holder(&redis, &dir, "both-stopped", "2s");
+    let distlock_pid = pid_of(&holder);
+    wait_until("the guard to start", || guard_of(distlock_pid));
+    let guard = guards_of(distlock_pid)[0];
+    kill(guard, Signal::SIGSTOP).unwrap();
+    kill(distlock_pid, Signal::SIGSTOP).unwrap();
+    wait_until("the lock to expire in Redis", || {
+        redis.pttl(&lock_key("both-stopped")) == -2
+    });
+    let expired = Instant::now();
+    // The command runs on without its lock: it stamps after the expiry.
+    let before = stamps(&dir.path("log")).len();
+    wait_until("a stamp after the expiry", || {
+        stamps(&dir.path("log")).len() > before + 1
+    });
+    assert!(
+        alive(command),
+        "stopped 0s after expiry: {:?}",
+        expired.elapsed()
+    );
+    kill(guard, Signal::SIGCONT).unwrap();
+    let resumed = Instant::now();
+    let dead = wait_dead(command);
+    assert!(
+        dead - resumed < Duration::from_secs(5),
+        "the guard took {:?} after it was continued",
+        dead - resumed
+    );
+    kill(distlock_pid, Signal::SIGCONT).unwrap();
+    let out = finish(holder);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("guard process ended the command"),
+        "{}",
+        stderr(&out)
+    );
 }

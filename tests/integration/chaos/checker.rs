@@ -153,6 +153,7 @@ impl<'a> Checker<'a> {
         checker.mutex_fences_increase();
         checker.semaphore_fences_unique_and_ordered();
         checker.only_documented_exits();
+        checker.stopped_holders_were_ended_by_their_guard();
         checker.no_lost_update();
         checker.note_waits();
         Verdict {
@@ -211,6 +212,15 @@ impl<'a> Checker<'a> {
         }
         if let Some(k) = r.killed_child {
             let _ = write!(s, "; command SIGKILLed by the test at {}", self.t(k));
+        }
+        if let Some(stopped) = r.stopped {
+            let _ = write!(
+                s,
+                "; distlock SIGSTOPped by the test at {}, continued at {}, its group seen dead at {}",
+                self.t(stopped),
+                r.resumed.map_or("-".into(), |t| self.t(t)),
+                r.group_dead.map_or("-".into(), |t| self.t(t))
+            );
         }
         if !r.stderr.is_empty() {
             let _ = write!(
@@ -361,9 +371,10 @@ impl<'a> Checker<'a> {
     ///
     /// Outside the restart windows (see [`Checker::restart_split`]). And, as for a mutex's
     /// lost lock (see [`Checker::lost_lock_dead_before_next_holder`]), a holder that lost its
-    /// slot (exit 124) counts as running until its distlock was seen exiting, the upper bound
-    /// of its whole group's death: a slot can pass on only once it expired, and distlock kills
-    /// the group before that.
+    /// slot (exit 124) counts as running until the upper bound of its whole group's death
+    /// ([`RunRec::group_dead_by`]: its distlock seen exiting, or, for a distlock the test
+    /// stopped, its group seen without a live process): a slot can pass on only once it expired,
+    /// and distlock (or its guard) kills the group before that.
     fn semaphore_limit(&mut self) {
         for (k, key) in KEYS.iter().enumerate() {
             if key.is_mutex() {
@@ -389,7 +400,7 @@ impl<'a> Checker<'a> {
                         self.sections[**x].last < y.start
                             && r.code == Some(124)
                             && !r.stderr.contains("no longer held")
-                            && r.exited >= y.start
+                            && r.group_dead_by() >= y.start
                     })
                     .copied()
                     .collect();
@@ -487,7 +498,13 @@ impl<'a> Checker<'a> {
     /// in between: it leaves the key alone), and waitid sees the exit after it happened. The
     /// next holder's first stamp comes after its acquire, which comes after the lost lock
     /// expired. So "distlock's exit < next holder's start" proves that nothing of the lost
-    /// holder ran once the lock had passed on. There is slack by design: distlock SIGKILLs by
+    /// holder ran once the lock had passed on.
+    ///
+    /// A distlock that the test SIGSTOPped exits only after its SIGCONT, long after its lock
+    /// passed on: there the bound is when the test saw its command's group without a live
+    /// process (watched through pidfds and /proc while distlock was stopped; see
+    /// [`RunRec::group_dead_by`]). The guard, which holds distlock's deadlines, must have killed
+    /// it by then. There is slack by design: distlock SIGKILLs by
     /// T + ttl - margin, the key expires at T + ttl at the earliest (T: send time of the last
     /// confirmed renewal), so at least the margin (>= 110ms; more with SIGTERM's grace) plus
     /// the next acquire's latency; the smallest slack seen is printed.
@@ -517,16 +534,17 @@ impl<'a> Checker<'a> {
                     // exclusion excuses the overlap).
                     continue;
                 }
-                if xr.exited < y.start {
-                    let slack = y.start - xr.exited;
+                let dead_by = xr.group_dead_by();
+                if dead_by < y.start {
+                    let slack = y.start - dead_by;
                     if min_slack.as_ref().is_none_or(|(s, _)| slack < *s) {
                         min_slack = Some((slack, format!("{xi} -> {yi}")));
                     }
                 } else {
                     self.violations.push(format!(
-                        "LOST LOCK NOT PROVEN DEAD on {}: {xi} lost its lock (exit 124) and its distlock was seen exiting at {}, after {yi} started at {}\n    {}\n    {}",
+                        "LOST LOCK NOT PROVEN DEAD on {}: {xi} lost its lock (exit 124) and its process group was last seen alive (distlock's exit, or the test's watch of a stopped distlock's group) at {}, after {yi} started at {}\n    {}\n    {}",
                         KEYS[k].name,
-                        self.t(xr.exited),
+                        self.t(dead_by),
                         self.t(y.start),
                         self.describe(xi),
                         self.describe(yi)
@@ -953,6 +971,77 @@ impl<'a> Checker<'a> {
             }
             self.violations.extend(found);
         }
+    }
+
+    /// A holding distlock that the test stopped for longer than every TTL, its command running
+    /// on: only the guard could end the command in time. So its command's group was seen dead
+    /// while distlock was stopped (its deadline lies within a TTL of the stop, the SIGCONT
+    /// later), and the run ends with 124 and the guard's reason, unless the command completed
+    /// before the deadline, or the test SIGKILLed distlock meanwhile (the guard then kills on
+    /// its death; the exit is a signal) or the command (the group may be empty before the
+    /// deadline), or distlock had started the kill itself before it was stopped (renewals
+    /// failing: 124 with its own reason; the guard backed up the SIGKILL). And no stamp of its command comes after the stop plus its TTL: the last
+    /// renewal distlock confirmed was sent before the stop (a stopped renewer confirms
+    /// nothing), so the guard's SIGKILL deadline lies at least the margin (>= 110ms) before
+    /// that. (That the group died before the lock passed on is also
+    /// [`Checker::lost_lock_dead_before_next_holder`]'s and mutual exclusion's to prove; this
+    /// check needs no next holder.)
+    fn stopped_holders_were_ended_by_their_guard(&mut self) {
+        let mut ids: Vec<&str> = self
+            .runs
+            .values()
+            .filter(|r| r.stopped.is_some())
+            .map(|r| r.id.as_str())
+            .collect();
+        ids.sort();
+        let (mut by_guard, mut by_distlock, mut finished, mut killed) = (0, 0, 0, 0);
+        let mut found = Vec::new();
+        for id in &ids {
+            let r = self.runs[id];
+            let mut in_time = true;
+            if let (Some(x), Some(stopped)) = (self.sections.get(*id), r.stopped) {
+                let deadline = stopped + r.params.ttl_ms * MS;
+                if x.last > deadline {
+                    in_time = false;
+                    found.push(format!(
+                        "STOPPED HOLDER RAN PAST ITS DEADLINE: {id}'s distlock was stopped at {}, its command stamped at {}, {:.1}ms after the stop plus its TTL\n    {}",
+                        self.t(stopped),
+                        self.t(x.last),
+                        (x.last - deadline) as f64 / 1e6,
+                        self.describe(id)
+                    ));
+                }
+            }
+            let guard = r.stderr.contains("guard process ended the command");
+            if !in_time {
+                // Reported above.
+            } else if guard && r.code == Some(124) {
+                by_guard += 1;
+            } else if r.code == Some(124) && r.stderr.contains("lost lock") {
+                by_distlock += 1;
+            } else if self.sections.get(*id).is_some_and(|x| x.ended) {
+                finished += 1;
+            } else if r.killed_distlock.is_some() || r.killed_child.is_some() {
+                killed += 1;
+            } else {
+                found.push(format!(
+                    "STOPPED HOLDER: {id}'s distlock was stopped past its TTL, its command neither completed nor was it ended by the guard ({})\n    {}",
+                    r.exit(),
+                    self.describe(id)
+                ));
+            }
+            if r.group_dead.is_none() && r.resumed.is_some() {
+                found.push(format!(
+                    "STOPPED HOLDER: {id}'s command's group was still alive when its distlock was continued\n    {}",
+                    self.describe(id)
+                ));
+            }
+        }
+        self.violations.extend(found);
+        self.notes.push(format!(
+            "distlocks stopped past their TTL while holding: {}; the guard ended the command of {by_guard}, distlock itself before its stop (the guard backing up its SIGKILL) {by_distlock}, {finished} completed before their deadline, {killed} otherwise ended by the test's SIGKILL (of distlock or the command) meanwhile",
+            ids.len()
+        ));
     }
 
     /// No counter update lost, outside the restart windows. W = sections that logged W (their

@@ -1,19 +1,27 @@
 //! Faults, as the plan schedules them: the servers' (SIGSTOP/SIGCONT, SIGKILL and a restart,
 //! without persistence on one server, with it on a Redlock's nodes, `CLIENT PAUSE WRITE`) on one
-//! thread per lane, and SIGKILLs of processes (a holder's command, a distlock, a distlock
-//! waiting in line, a distlock's guard) on another. Each executed fault is logged as an event
-//! with its time; server faults are also recorded as outages, and restarts that forget the
-//! locks as restarts, the windows the checker excuses. Processes are found through /proc and
-//! killed through a pidfd after checking what they are, since pids are recycled quickly.
+//! thread per lane, and the processes' (SIGKILL of a holder's command, a distlock, a distlock
+//! waiting in line, a distlock's guard; SIGSTOP of a holding distlock alone, continued later on
+//! a thread of its own) on another. Each executed fault is logged as an event with its time;
+//! server faults are also recorded as outages, and restarts that forget the locks as restarts,
+//! the windows the checker excuses. Processes are found through /proc and killed through a
+//! pidfd after checking what they are, since pids are recycled quickly (a distlock in the
+//! table of live ones is not reaped yet: its pid is safe to signal while the table is locked).
+//!
+//! A stopped distlock exits only after its SIGCONT, long after its lock passed on: its exit
+//! bounds nothing. So while it is stopped, the test watches its command's process group and
+//! records when no live process was left in it (see [`group_death`]): the checker's upper
+//! bound of the group's death for that run.
 
 use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::plan::{KEYS, Plan, ProcFault, ServerFault, TTLS_MS, node_name};
+use super::plan::{KEYS, MAX_TTL_MS, Plan, ProcFault, ServerFault, TTLS_MS, node_name};
 use super::{Ctx, Live, MS, now_ns, sleep_until};
 use crate::topology::Primaries;
 use crate::util::lock_key;
@@ -155,15 +163,125 @@ fn command_of(distlock: Pid) -> Option<Pid> {
     child_of(distlock, is_command_of)
 }
 
-/// Whether `pid` is the guard of distlock `parent`.
+/// The state letter of a process (`R`, `S`, `T`, `Z`...), if it exists.
+fn state_of(pid: i32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .next()?
+            .to_owned(),
+    )
+}
+
+/// Whether `pid` is the live (not zombie) guard of distlock `parent`.
 fn is_guard_of(pid: i32, parent: Pid) -> bool {
     fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "distlock-guard\n")
         && ppid_pgrp_sid(pid).is_some_and(|(ppid, _, _)| ppid == parent.as_raw())
+        && state_of(pid).is_some_and(|s| s != "Z" && s != "X")
 }
 
 /// The guard of a distlock.
 fn guard_of(distlock: Pid) -> Option<Pid> {
     child_of(distlock, is_guard_of)
+}
+
+/// The command of a holding distlock that has a live guard (one the test killed may not be
+/// replaced yet; a distlock stopped without a guard would leave its command to itself, which
+/// the guarantees do not cover).
+fn guarded_command_of(distlock: Pid) -> Option<Pid> {
+    guard_of(distlock)?;
+    command_of(distlock)
+}
+
+/// The live (not zombie) processes of process group `group`, from /proc.
+fn live_members(group: i32) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            ppid_pgrp_sid(pid).is_some_and(|(_, pgrp, _)| pgrp == group)
+                && state_of(pid).is_some_and(|s| s != "Z" && s != "X")
+        })
+        .collect()
+}
+
+/// Watch process group `group` until no live process is left in it, or until `until`: when
+/// that was first seen. The members found in /proc are watched through pidfds (readable once a
+/// process has exited, reaped or not: its distlock, the reaper, may be stopped); once they have
+/// all exited, /proc is looked at again for members they forked meanwhile. The instant returned
+/// is after the last look that found none: an upper bound of the group's death. (A pid recycled
+/// between a look and its pidfd only makes the bound later.)
+fn group_death(group: i32, until: u64) -> Option<u64> {
+    loop {
+        let members = live_members(group);
+        if members.is_empty() {
+            return Some(now_ns());
+        }
+        let fds: Vec<OwnedFd> = members
+            .into_iter()
+            .filter_map(|pid| {
+                // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+                let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+                // SAFETY: a fresh descriptor that nothing else owns.
+                (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+            })
+            .collect();
+        loop {
+            let now = now_ns();
+            if now >= until {
+                return None;
+            }
+            let mut polled: Vec<libc::pollfd> = fds
+                .iter()
+                .map(|fd| libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            let ms = ((until - now) / MS).clamp(1, 50) as libc::c_int;
+            // SAFETY: `polled` is a valid array of pollfds of that length.
+            unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+            if polled.iter().all(|p| p.revents & libc::POLLIN != 0) {
+                break;
+            }
+        }
+    }
+}
+
+/// A distlock that the test stopped: watch its command's group until its SIGCONT is due at
+/// `until`, then continue it (if it is still in the table: a distlock SIGKILLed meanwhile is
+/// gone, and its pid may be another process's by now) and record what was seen.
+fn continue_later(ctx: &Ctx, ci: usize, id: &str, group: Pid, until: u64) {
+    let dead = group_death(group.as_raw(), until);
+    sleep_until(until);
+    let mut live = ctx.live.lock().unwrap();
+    let now = now_ns();
+    let what = match live[ci].as_mut().filter(|l| l.id == id) {
+        Some(l) => {
+            let _ = kill(l.pid, Signal::SIGCONT);
+            l.resumed = Some(now);
+            l.group_dead = dead;
+            format!(
+                "SIGCONT distlock {} ({id}); its command's group {}",
+                l.pid,
+                match (dead, l.stopped) {
+                    (Some(d), Some(s)) => format!(
+                        "was seen without a live process {:.1}ms after the stop",
+                        (d.saturating_sub(s)) as f64 / 1e6
+                    ),
+                    _ => "still had live processes".into(),
+                }
+            )
+        }
+        None => format!("the distlock of {id} had ended before its SIGCONT was due"),
+    };
+    drop(live);
+    ctx.event(now, what);
 }
 
 /// SIGKILL `pid` through a pidfd, after checking (on the pidfd's process) that it is still what
@@ -194,9 +312,23 @@ fn kill_checked(pid: Pid, is_it: impl Fn(i32) -> bool) -> bool {
 
 /// Execute the process fault schedule: each fault picks its victim among the live distlocks
 /// (or their children, or those waiting in a line) at its time; with none to pick, it is
-/// logged as such.
+/// logged as such. A stopped distlock is continued by a thread of its own, so that the schedule
+/// goes on meanwhile.
 pub(super) fn process_faults(plan: &Plan, ctx: &Ctx) {
-    for &(at, fault) in &plan.procs {
+    std::thread::scope(|scope| {
+        for &(at, fault) in &plan.procs {
+            process_fault(scope, at, fault, ctx);
+        }
+    });
+}
+
+fn process_fault<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    at: u64,
+    fault: ProcFault,
+    ctx: &'s Ctx,
+) {
+    {
         sleep_until(ctx.t0 + at * MS);
         // Who waits in line is Redis's to say: ask before taking the table (a stopped server
         // holds the answer up for a bounded moment, and then there is no victim).
@@ -219,7 +351,7 @@ pub(super) fn process_faults(plan: &Plan, ctx: &Ctx) {
                     drop(live);
                     ctx.event(now, "no distlock to SIGKILL".into());
                     ctx.count("no victim");
-                    continue;
+                    return;
                 }
                 let ci = candidates[(pick % candidates.len() as u64) as usize];
                 let l = live[ci].as_mut().unwrap();
@@ -254,7 +386,7 @@ pub(super) fn process_faults(plan: &Plan, ctx: &Ctx) {
                     drop(live);
                     ctx.event(now, "no distlock waiting in line to SIGKILL".into());
                     ctx.count("no victim");
-                    continue;
+                    return;
                 }
                 let &(ci, key, place) = from[(pick / 2 % from.len() as u64) as usize];
                 let l = live[ci].as_mut().unwrap();
@@ -268,11 +400,11 @@ pub(super) fn process_faults(plan: &Plan, ctx: &Ctx) {
                 ctx.count("SIGKILL waiter in line");
             }
             ProcFault::Child { pick } => {
-                let Some((ci, command)) = pick_child(&live, pick, command_of) else {
+                let Some((ci, command)) = pick_child(&live, pick, command_of, false) else {
                     drop(live);
                     ctx.event(now, "no holder's command to SIGKILL".into());
                     ctx.count("no victim");
-                    continue;
+                    return;
                 };
                 let l = live[ci].as_mut().unwrap();
                 let what = if kill_checked(command, |c| is_command_of(c, l.pid)) {
@@ -286,12 +418,32 @@ pub(super) fn process_faults(plan: &Plan, ctx: &Ctx) {
                 drop(live);
                 ctx.event(now, what);
             }
+            ProcFault::StopDistlock { pick, ms } => {
+                let Some((ci, command)) = pick_holder_to_stop(&live, pick) else {
+                    drop(live);
+                    ctx.event(now, "no holding distlock with a guard to SIGSTOP".into());
+                    ctx.count("no victim");
+                    return;
+                };
+                let l = live[ci].as_mut().unwrap();
+                let _ = kill(l.pid, Signal::SIGSTOP);
+                l.stopped = Some(now);
+                let what = format!(
+                    "SIGSTOP distlock {} ({}) alone for {ms}ms, holding (command {command})",
+                    l.pid, l.id
+                );
+                let id = l.id.clone();
+                drop(live);
+                ctx.event(now, what);
+                ctx.count("SIGSTOP distlock > TTL");
+                scope.spawn(move || continue_later(ctx, ci, &id, command, now + ms * MS));
+            }
             ProcFault::Guard { pick } => {
-                let Some((ci, guard)) = pick_child(&live, pick, guard_of) else {
+                let Some((ci, guard)) = pick_child(&live, pick, guard_of, true) else {
                     drop(live);
                     ctx.event(now, "no guard to SIGKILL".into());
                     ctx.count("no victim");
-                    continue;
+                    return;
                 };
                 let l = live[ci].as_ref().unwrap();
                 let what = if kill_checked(guard, |g| is_guard_of(g, l.pid)) {
@@ -346,19 +498,50 @@ fn waiters_in_line(url: &str) -> Option<Vec<(usize, usize, i32)>> {
     Some(found)
 }
 
+/// A holding distlock to stop, chosen by `pick`: the contender's index and its command. One
+/// with a live guard, never stopped before (see [`pick_child`]), preferably one whose command
+/// holds for longer than any TTL (it will run into its deadline), else for 200ms or more: most
+/// hold for less, and would mostly end on their own before anything is at stake.
+fn pick_holder_to_stop(live: &[Option<Live>], pick: u64) -> Option<(usize, Pid)> {
+    let candidates: Vec<(usize, Pid, u8)> = live
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let l = l.as_ref()?;
+            if l.killed_distlock.is_some() || l.stopped.is_some() {
+                return None;
+            }
+            let tier = match l.hold_ms {
+                h if h > MAX_TTL_MS => 2,
+                h if h >= 200 => 1,
+                _ => 0,
+            };
+            guarded_command_of(l.pid).map(|c| (i, c, tier))
+        })
+        .collect();
+    let best = candidates.iter().map(|c| c.2).max()?;
+    let from: Vec<&(usize, Pid, u8)> = candidates.iter().filter(|c| c.2 == best).collect();
+    let &(ci, command, _) = from[(pick % from.len() as u64) as usize];
+    Some((ci, command))
+}
+
 /// One of the live distlocks' children that `find` finds (their commands, or their guards),
-/// chosen by `pick`: the contender's index and the child's pid.
+/// chosen by `pick`: the contender's index and the child's pid. With `not_stopped`, a distlock
+/// that the test has stopped (and not continued yet) is no candidate, nor one it stopped
+/// before: stopped twice, or stopped and its guard killed, a distlock would leave its command
+/// to itself, which the guarantees do not cover.
 fn pick_child(
     live: &[Option<Live>],
     pick: u64,
     find: fn(Pid) -> Option<Pid>,
+    not_stopped: bool,
 ) -> Option<(usize, Pid)> {
     let candidates: Vec<(usize, Pid)> = live
         .iter()
         .enumerate()
         .filter_map(|(i, l)| {
             let l = l.as_ref()?;
-            if l.killed_distlock.is_some() {
+            if l.killed_distlock.is_some() || (not_stopped && l.stopped.is_some()) {
                 return None;
             }
             find(l.pid).map(|c| (i, c))

@@ -10,7 +10,8 @@
 //! SIGKILL + restart without persistence, `CLIENT PAUSE ms WRITE`) and one for processes
 //! (SIGKILL of a holder's command, SIGKILL of a distlock, waiting or holding, SIGKILL of a
 //! distlock waiting in line, often the first one, SIGKILL of a distlock's guard process, as
-//! `pkill distlock` would do). Waiters in notify mode (the default) wait in the fair line and get
+//! `pkill distlock` would do, and SIGSTOP of a holding distlock alone, its command running on,
+//! for longer than every TTL: only its guard can end the command in time). Waiters in notify mode (the default) wait in the fair line and get
 //! the lock handed over; spin waiters wait in the same line and notice their turn by polling;
 //! some use `--supersede` (and cancel the older waiters, who exit 75). Some commands ignore SIGTERM (`trap '' TERM`), some run
 //! the critical section as a background grandchild. Afterwards a checker proves, from
@@ -93,8 +94,9 @@
 //!    forgets locks by design), and there only within the TTL of the restart. On the Redlock,
 //!    with no exception.
 //! 2. A lost lock's process group (exit 124) was dead before the next holder started (for the
-//!    semaphore: before it could make more than 3); no command ran after its distlock had
-//!    exited.
+//!    semaphore: before it could make more than 3), whether distlock or its guard killed it (a
+//!    distlock stopped by the test exits only after the SIGCONT: the test watches its command's
+//!    group meanwhile); no command ran after its distlock had exited.
 //! 3. No command ran after a monitor sample had seen its key (or slot) gone or taken (on the
 //!    Redlock: gone for good from a majority of the nodes); no lock, semaphore or line without
 //!    an expiry; no token back after it was gone (not checked on the Redlock, where a node
@@ -189,11 +191,19 @@ struct Live {
     pid: Pid,
     id: String,
     spawned: u64,
+    /// How long its command holds (a fault that needs a command that runs on prefers long ones).
+    hold_ms: u64,
     killed_distlock: Option<u64>,
     /// Where it was when the test SIGKILLed it waiting in line (`#2 in line for chaos-a`).
     killed_in_line: Option<String>,
     killed_child: Option<u64>,
     hung: Option<u64>,
+    /// The test SIGSTOPped it (holding), and SIGCONTed it.
+    stopped: Option<u64>,
+    resumed: Option<u64>,
+    /// While it was stopped, the test saw its command's process group without a live process
+    /// from this instant on.
+    group_dead: Option<u64>,
 }
 
 /// One finished iteration.
@@ -212,9 +222,19 @@ struct RunRec {
     killed_in_line: Option<String>,
     killed_child: Option<u64>,
     hung: Option<u64>,
+    stopped: Option<u64>,
+    resumed: Option<u64>,
+    group_dead: Option<u64>,
 }
 
 impl RunRec {
+    /// An upper bound of the death of its command's whole process group: distlock's exit (it
+    /// exits only once the group is empty), or, for a distlock that the test stopped, the
+    /// moment the test saw the group without a live process, if earlier.
+    fn group_dead_by(&self) -> u64 {
+        self.group_dead.map_or(self.exited, |d| d.min(self.exited))
+    }
+
     fn exit(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit {c}"),
@@ -323,10 +343,14 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             pid,
             id: id.clone(),
             spawned,
+            hold_ms: p.hold_ms,
             killed_distlock: None,
             killed_in_line: None,
             killed_child: None,
             hung: None,
+            stopped: None,
+            resumed: None,
+            group_dead: None,
         });
         // Wait for the exit without reaping (WNOWAIT): the pid stays ours until it leaves the
         // table. Bounded: the watchdog SIGKILLs a distlock older than RUN_LIMIT_NS.
@@ -355,6 +379,9 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             killed_in_line: live.killed_in_line,
             killed_child: live.killed_child,
             hung: live.hung,
+            stopped: live.stopped,
+            resumed: live.resumed,
+            group_dead: live.group_dead,
         });
         // Loop pacing.
         std::thread::sleep(Duration::from_millis(p.gap_ms));

@@ -167,6 +167,9 @@ pub(super) enum ProcFault {
     /// first in line (`pick` odd): the next release hands the lock to a dead waiter, and the
     /// line must not stall for longer than the take-up window.
     Waiter { pick: u64 },
+    /// SIGSTOP a holding distlock alone (its command and its guard run on), SIGCONT after `ms`,
+    /// longer than every TTL: its guard must end the command before the lock can expire.
+    StopDistlock { pick: u64, ms: u64 },
 }
 
 impl ProcFault {
@@ -178,6 +181,9 @@ impl ProcFault {
             ProcFault::Waiter { pick } => format!(
                 "SIGKILL a distlock waiting in line{} (pick {pick})",
                 if pick % 2 == 1 { ", the first one" } else { "" }
+            ),
+            ProcFault::StopDistlock { pick, ms } => format!(
+                "SIGSTOP a holding distlock alone for {ms}ms, longer than every TTL (pick {pick})"
             ),
         }
     }
@@ -241,10 +247,14 @@ impl Plan {
         let mut t = rng.u64(200..800);
         while t < end {
             let pick = rng.u64(..);
-            let fault = match rng.u8(0..7) {
+            let fault = match rng.u8(0..8) {
                 0 | 1 => ProcFault::Child { pick },
                 2 | 3 => ProcFault::Distlock { pick },
                 4 => ProcFault::Guard { pick },
+                5 => ProcFault::StopDistlock {
+                    pick,
+                    ms: rng.u64(MAX_TTL_MS + 100..MAX_TTL_MS + 1500),
+                },
                 _ if topology.queues() => ProcFault::Waiter { pick },
                 // No line to kill a waiter in: any distlock, waiting or holding.
                 _ => ProcFault::Distlock { pick },
