@@ -505,12 +505,12 @@ pub struct AcquireArgs {
     /// interrupted, FILE is left untouched and the exit is non-zero, so that one line fails a
     /// CI step that did not get the lock (--env-file "$GITHUB_ENV" in GitHub Actions, a dotenv
     /// file in GitLab CI). Appends NAME=value lines in one write: DISTLOCK_KEY,
-    /// DISTLOCK_TTL_MS, DISTLOCK_FENCE, DISTLOCK_TOKEN, and DISTLOCK_PREFIX when --prefix is
-    /// not the default;
+    /// DISTLOCK_TTL_MS, DISTLOCK_FENCE, DISTLOCK_SLOT with --limit N, DISTLOCK_TOKEN, and
+    /// DISTLOCK_PREFIX when --prefix is not the default;
     /// never the Redis URL. Nothing goes to stdout, which keeps the token out of CI logs. Later
     /// steps with these in their environment run distlock renew and distlock release without
     /// --key and --token. If FILE cannot be written after all, the lock is released and
-    /// distlock exits 70.
+    /// distlock exits 74.
     #[arg(long, value_name = "FILE")]
     pub env_file: Option<PathBuf>,
 
