@@ -333,6 +333,18 @@ pub struct TakeArgs {
     #[arg(long)]
     pub supersede: bool,
 
+    /// Newest replaces the running one: stop the holder's command, then take the lock.
+    ///
+    /// Cancels the older waiters as --supersede does, and asks the holder to stop: its own
+    /// distlock run stops its command with the usual policy (--kill-signal, then SIGKILL after
+    /// --kill-grace), releases the lock once the command and everything it started are gone,
+    /// and exits with its -E code (75 by default), saying it was replaced by whom. This run
+    /// starts only then: never while the old command may still run. A holder that is not a
+    /// distlock run (an acquire, another client) is waited for. Needs a wait (not --no-wait), a
+    /// mutex (not --limit) and one Redis deployment (a Redlock keeps no line).
+    #[arg(long)]
+    pub replace: bool,
+
     /// A reason, stored with the lock and shown to whoever waits for it or asks about it.
     #[arg(long, value_name = "TEXT", env = "DISTLOCK_NOTE")]
     pub note: Option<String>,

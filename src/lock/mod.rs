@@ -152,6 +152,8 @@ pub enum Queueing {
     Join,
     /// As `Join`, and cancel every waiter that joined before us (`--supersede`).
     Supersede,
+    /// As `Supersede`, and ask the mutex holder to stop its command and release (`--replace`).
+    Replace,
 }
 
 /// How long a mutex stays taken after a run that succeeded (`--min-interval`, `--cooldown`):

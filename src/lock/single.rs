@@ -428,6 +428,7 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         Queueing::Try => b"try",
         Queueing::Join => b"join",
         Queueing::Supersede => b"supersede",
+        Queueing::Replace => b"replace",
     };
     let mut args: Vec<Vec<u8>> = vec![
         request.token.as_str().into(),
