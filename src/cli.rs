@@ -442,6 +442,21 @@ pub struct RunArgs {
     )]
     pub kill_grace: Option<DurationArg>,
 
+    /// Stop the command if it runs longer than this, release the lock, and exit 79.
+    ///
+    /// Counted from the command's start. The command's process group gets --kill-signal, then
+    /// SIGKILL after --kill-grace, as when the lock is lost; the lock is kept (renewed) until
+    /// the group is gone, then released. 79 is distlock's own code, unlike timeout(1)'s 124,
+    /// which distlock uses for a lost lock. Renewals keep a hung job's lock forever: this is
+    /// the bound on a job that must not block every later run.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub timeout: Option<DurationArg>,
+
     /// The command to run, and its arguments (put them after --).
     #[arg(
         value_name = "COMMAND",

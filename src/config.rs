@@ -160,6 +160,8 @@ pub struct RunConfig {
     pub deadlines: Deadlines,
     /// Signal that starts the kill sequence.
     pub kill_signal: Signal,
+    /// Stop the command after this long (`--timeout`).
+    pub timeout: Option<Duration>,
     /// The command.
     pub argv: Vec<OsString>,
 }
@@ -851,11 +853,20 @@ fn run_config(
             args.kill_signal
         ))
     })?;
+    if let Some(given) = &args.timeout {
+        if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+            return Err(Error::Usage(format!(
+                "{} is out of range; use 1ms to 31 days",
+                origins.duration("timeout", given)
+            )));
+        }
+    }
     Ok(RunConfig {
         take,
         renew_every,
         deadlines,
         kill_signal,
+        timeout: args.timeout.map(|t| t.value),
         argv: args.command,
     })
 }

@@ -374,10 +374,13 @@ pub enum Ownership {
 }
 
 /// What an extend found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Extended {
     /// It was ours, and now is until at least this validity's end.
     Held(Validity),
+    /// As `Held`, and a newer run asks us to stop our command and let it in (`--replace`):
+    /// who it is, if it said.
+    Replaced(Validity, Option<Box<Holder>>),
     /// It was not ours (expired, deleted, or taken by someone else); nothing was changed.
     NotHeld,
 }
