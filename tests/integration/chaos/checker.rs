@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::faults::Restart;
 use super::monitor::Sample;
-use super::plan::{Form, KEYS, WaitKind};
+use super::plan::{self, Form, KEYS, WaitKind};
 use super::{MS, RunRec, rel};
 
 /// One critical section, as its stamps tell it (see `cs.c`).
@@ -143,6 +143,7 @@ impl<'a> Checker<'a> {
         checker.no_key_left(&leftovers);
         checker.every_section_started();
         checker.mutual_exclusion();
+        checker.cool_downs_hold();
         checker.semaphore_limit();
         checker.lost_lock_dead_before_next_holder();
         checker.no_command_outlives_its_distlock();
@@ -182,6 +183,8 @@ impl<'a> Checker<'a> {
             if r.params.spin { " spin" } else { "" },
             if r.params.supersede {
                 " --supersede"
+            } else if r.params.cooldown {
+                " --cooldown"
             } else {
                 ""
             },
@@ -361,6 +364,59 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+    }
+
+    /// A run with `--cooldown` that succeeded keeps its mutex taken for the cool-down after its
+    /// release: no other section of the key starts within [`plan::COOLDOWN_MS`] of its end.
+    /// Its last stamp comes before the release, which starts the cool-down on the server's
+    /// clock; the stamps and the server read the same machine's clocks (1ms spared for their
+    /// ticks). A restart that forgot the lock in between excuses it (a single server without
+    /// persistence). A release that failed leaves the lock until its TTL, which is longer.
+    fn cool_downs_hold(&mut self) {
+        let cooldown = plan::COOLDOWN_MS * MS;
+        let mut held = 0;
+        for (k, key) in KEYS.iter().enumerate() {
+            if !key.is_mutex() {
+                continue;
+            }
+            let list = &self.per_key[k];
+            for (i, &xi) in list.iter().enumerate() {
+                let x = &self.sections[xi];
+                let xr = self.runs[xi];
+                if !(xr.params.cooldown && xr.code == Some(0) && x.ended) {
+                    continue;
+                }
+                let Some(&yi) = list[i + 1..]
+                    .iter()
+                    .find(|&&yi| self.sections[yi].start > x.last)
+                else {
+                    continue;
+                };
+                let y = &self.sections[yi];
+                if y.start + MS >= x.last + cooldown {
+                    held += 1;
+                    continue;
+                }
+                if self
+                    .restarts
+                    .iter()
+                    .any(|r| r.dead > x.last && r.dead < y.start)
+                {
+                    continue;
+                }
+                self.violations.push(format!(
+                    "COOL-DOWN BROKEN on {}: {yi} started {:.1}ms after {xi} ended, which succeeded with --cooldown {}ms\n    {}\n    {}",
+                    key.name,
+                    (y.start - x.last) as f64 / 1e6,
+                    plan::COOLDOWN_MS,
+                    self.describe(xi),
+                    self.describe(yi)
+                ));
+            }
+        }
+        self.notes.push(format!(
+            "cool-downs: {held} next sections started after the cool-down"
+        ));
     }
 
     /// A semaphore of N never has more than N sections running at once: at the start of each
