@@ -134,7 +134,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__acquire)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --min-interval --cooldown --unreachable-after --env-file --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --replace --note --report-every --min-interval --cooldown --unreachable-after --env-file --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -710,7 +710,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__run)
-            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --note --report-every --min-interval --cooldown --unreachable-after --renew-every --kill-signal --kill-grace --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
+            opts="-k -t -w -n -E -v -q -h -V --key --ttl --wait --no-wait --conflict-exit-code --wait-mode --limit --supersede --replace --note --report-every --min-interval --cooldown --unreachable-after --renew-every --kill-signal --kill-grace --timeout --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -785,6 +785,10 @@ _distlock() {
                     return 0
                     ;;
                 --kill-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -64,6 +64,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l unreachable-af
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renew the lock this often while the command runs (default: a third of --ttl)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command when the lock is lost (name or number)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l timeout -d 'Stop the command if it runs longer than this, release the lock, and exit 79' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
@@ -77,6 +78,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l log-format -d 
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l replace -d 'Newest replaces the running one: stop the holder\'s command, then take the lock'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -176,6 +178,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l log-format
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l replace -d 'Newest replaces the running one: stop the holder\'s command, then take the lock'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of the bare token: key, token, fence, TTL and limit'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'

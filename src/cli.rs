@@ -333,6 +333,18 @@ pub struct TakeArgs {
     #[arg(long)]
     pub supersede: bool,
 
+    /// Newest replaces the running one: stop the holder's command, then take the lock.
+    ///
+    /// Cancels the older waiters as --supersede does, and asks the holder to stop: its own
+    /// distlock run stops its command with the usual policy (--kill-signal, then SIGKILL after
+    /// --kill-grace), releases the lock once the command and everything it started are gone,
+    /// and exits with its -E code (75 by default), saying it was replaced by whom. This run
+    /// starts only then: never while the old command may still run. A holder that is not a
+    /// distlock run (an acquire, another client) is waited for. Needs a wait (not --no-wait), a
+    /// mutex (not --limit) and one Redis deployment (a Redlock keeps no line).
+    #[arg(long)]
+    pub replace: bool,
+
     /// A reason, stored with the lock and shown to whoever waits for it or asks about it.
     #[arg(long, value_name = "TEXT", env = "DISTLOCK_NOTE")]
     pub note: Option<String>,
@@ -429,6 +441,21 @@ pub struct RunArgs {
         value_parser = parse_duration
     )]
     pub kill_grace: Option<DurationArg>,
+
+    /// Stop the command if it runs longer than this, release the lock, and exit 79.
+    ///
+    /// Counted from the command's start. The command's process group gets --kill-signal, then
+    /// SIGKILL after --kill-grace, as when the lock is lost; the lock is kept (renewed) until
+    /// the group is gone, then released. 79 is distlock's own code, unlike timeout(1)'s 124,
+    /// which distlock uses for a lost lock. Renewals keep a hung job's lock forever: this is
+    /// the bound on a job that must not block every later run.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub timeout: Option<DurationArg>,
 
     /// The command to run, and its arguments (put them after --).
     #[arg(

@@ -134,6 +134,8 @@ pub struct TakeConfig {
     pub limit: u32,
     /// Cancel the older waiters (`--supersede`).
     pub supersede: bool,
+    /// Stop the holder's command, and cancel the older waiters (`--replace`).
+    pub replace: bool,
     /// How long the lock stays taken after a run that succeeded.
     pub after: AfterRun,
 }
@@ -158,6 +160,8 @@ pub struct RunConfig {
     pub deadlines: Deadlines,
     /// Signal that starts the kill sequence.
     pub kill_signal: Signal,
+    /// Stop the command after this long (`--timeout`).
+    pub timeout: Option<Duration>,
     /// The command.
     pub argv: Vec<OsString>,
 }
@@ -565,6 +569,19 @@ fn take_config(
             origins.duration("report_every", &args.report_every)
         )));
     }
+    if args.replace && args.no_wait {
+        return Err(Error::Usage(
+            "--replace waits for the running command to stop: it needs a wait; drop --no-wait"
+                .into(),
+        ));
+    }
+    if args.replace && args.limit > 1 {
+        return Err(Error::Usage(format!(
+            "--replace stops the one holder of a mutex; a semaphore of --limit {} has several: \
+             drop --replace or --limit",
+            args.limit
+        )));
+    }
     if args.supersede && args.no_wait {
         return Err(Error::Usage(
             "--supersede takes a place in line and cancels the older waiters: it needs a wait; \
@@ -582,7 +599,7 @@ fn take_config(
     let after = after_run(&args, origins)?;
     let topology = topology(global, origins, Some(args.ttl.value))?;
     if let Topology::Redlock { nodes, .. } = &topology {
-        redlock_allows(nodes.len(), args.supersede, args.limit)?;
+        redlock_allows(nodes.len(), args.supersede || args.replace, args.limit)?;
     }
     Ok(TakeConfig {
         topology,
@@ -612,6 +629,7 @@ fn take_config(
         unreachable_after: args.unreachable_after.value,
         limit: args.limit,
         supersede: args.supersede,
+        replace: args.replace,
         after,
     })
 }
@@ -652,9 +670,9 @@ fn after_run(args: &cli::TakeArgs, origins: &Origins) -> Result<AfterRun, Error>
 fn redlock_allows(nodes: usize, supersede: bool, limit: u32) -> Result<(), Error> {
     if supersede {
         return Err(Error::Usage(format!(
-            "--supersede needs a line of waiters, which a Redlock over {nodes} independent \
-             servers cannot keep; drop --supersede, or give one URL (plain, redis+sentinel:// \
-             or redis+cluster://)"
+            "--supersede and --replace need a line of waiters, which a Redlock over {nodes} \
+             independent servers cannot keep; drop them, or give one URL (plain, \
+             redis+sentinel:// or redis+cluster://)"
         )));
     }
     if limit > 1 {
@@ -835,11 +853,20 @@ fn run_config(
             args.kill_signal
         ))
     })?;
+    if let Some(given) = &args.timeout {
+        if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+            return Err(Error::Usage(format!(
+                "{} is out of range; use 1ms to 31 days",
+                origins.duration("timeout", given)
+            )));
+        }
+    }
     Ok(RunConfig {
         take,
         renew_every,
         deadlines,
         kill_signal,
+        timeout: args.timeout.map(|t| t.value),
         argv: args.command,
     })
 }
@@ -895,7 +922,8 @@ mod tests {
             args.extend_from_slice(&["-k", "x", "--", "true"]);
             args
         };
-        assert!(usage(&with(&["--supersede"])).contains("--supersede needs a line"));
+        assert!(usage(&with(&["--supersede"])).contains("--supersede and --replace need a line"));
+        assert!(usage(&with(&["--replace"])).contains("--supersede and --replace need a line"));
         let msg = usage(&with(&["--limit", "3"]));
         assert!(
             msg.contains("--limit 3 cannot be kept over a Redlock of 2"),

@@ -46,6 +46,9 @@ pub enum Event {
     NotHeld,
     /// A node of a Redlock failed while the others renewed the lock (once per node and run).
     NodeFailed(NodeFailure),
+    /// A newer run asks us to stop the command and let it in (`--replace`): who, if it said.
+    /// The renewals go on until the command is gone.
+    Replaced(Option<Box<crate::lock::Holder>>),
 }
 
 /// The sending side, cloned into every background thread.

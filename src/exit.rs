@@ -24,6 +24,8 @@ pub const BUSY: u8 = 75;
 pub const NOT_HELD: u8 = 77;
 /// The lock was lost while the child ran; the child was terminated.
 pub const LOCK_LOST: u8 = 124;
+/// `run --timeout`: the command ran past its time limit; it was stopped and the lock released.
+pub const TIMED_OUT: u8 = 79;
 /// The command was found but could not be executed.
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
@@ -94,7 +96,17 @@ pub const RUN_TABLE: &[Row] = &[
                   (read-only replica, missing ACL permission, out of memory), before the command started",
     },
     ROW_SOFTWARE,
-    ROW_BUSY,
+    Row {
+        code: "75",
+        meaning: "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
+                  waiter; or the running command was stopped because a newer run replaced it \
+                  (--replace) (change it with -E)",
+    },
+    Row {
+        code: "79",
+        meaning: "the command ran past --timeout: its process group was stopped (--kill-signal, \
+                  then SIGKILL) and the lock released",
+    },
     Row {
         code: "124",
         meaning: "the lock was lost while the command ran (renewal failed or the key was taken or \

@@ -120,9 +120,15 @@ pub struct RenewSpec {
     pub guard: Option<Line>,
 }
 
-/// The renewal thread, started only when the first renewal comes near: a command that ends
-/// within a third of the TTL (most short cron jobs) never pays for a thread and a connection.
-/// Dropping it stops the thread (after any call in flight).
+/// The renewal thread, started only when the first renewal comes near, or after [`LISTEN_AFTER`]
+/// on a lock that keeps a line: a command that ends within a quarter of a second (most short
+/// cron jobs) never pays for a thread and a connection. Dropping it stops the thread (after any
+/// call in flight).
+///
+/// On a lock that keeps a line, the thread also listens on the holder's own wake channel: a
+/// newer run with `--replace` publishes there, and the thread renews at once, whose reply says
+/// who asks us to stop ([`Event::Replaced`]). Without the message (lost, or published before we
+/// listened), the next renewal says it anyway.
 pub struct Renewer {
     state: State,
 }
@@ -141,12 +147,18 @@ impl Renewer {
         }
     }
 
-    /// When the thread should be started (half-way to the first renewal), if it is not yet.
+    /// When the thread should be started (half-way to the first renewal, or after
+    /// [`LISTEN_AFTER`] on a lock that keeps a line), if it is not yet.
     pub fn start_at(&self) -> Option<Moment> {
         match &self.state {
             State::Pending(spec) => {
                 let first = spec.deadlines.next_renewal(spec.validity, spec.every);
-                Some(spec.validity.anchor + (first - spec.validity.anchor) / 2)
+                let half_way = spec.validity.anchor + (first - spec.validity.anchor) / 2;
+                Some(if spec.lock.queues() {
+                    half_way.min(spec.validity.anchor + LISTEN_AFTER)
+                } else {
+                    half_way
+                })
             }
             _ => None,
         }
@@ -162,10 +174,11 @@ impl Renewer {
             return Ok(());
         };
         let (commands, rx) = mpsc::channel();
+        let nudge = commands.clone();
         thread::Builder::new()
             .name("distlock-renewer".into())
             .stack_size(256 * 1024)
-            .spawn(move || renew_loop(*spec, &rx))?;
+            .spawn(move || renew_loop(*spec, &rx, nudge))?;
         self.state = State::Running(commands);
         Ok(())
     }
@@ -194,7 +207,12 @@ impl Drop for Renewer {
     }
 }
 
-fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
+/// How long after the grant the holder of a lock that keeps a line starts listening for a newer
+/// run that replaces it (`--replace`): short commands never pay for it, long ones are stopped
+/// within a round trip of the request.
+pub const LISTEN_AFTER: Duration = Duration::from_millis(250);
+
+fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>, nudge: mpsc::Sender<Command>) {
     let RenewSpec {
         mut lock,
         token,
@@ -208,6 +226,20 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
     } = spec;
     let mut next = deadlines.next_renewal(validity, every);
     let mut failures = 0u32;
+    // Our own wake channel: a message there (or a lost subscription come back) means a newer run
+    // may ask us to stop; the renewal says. A subscription that fails leaves the renewals to
+    // say it.
+    let _listening = lock.queues().then(|| {
+        let notify = move |notice: crate::backend::Notice| {
+            if !matches!(notice, crate::backend::Notice::Down(_)) {
+                let _ = nudge.send(Command::Now);
+            }
+        };
+        // Whatever was published before we listened: the first renewal reads it.
+        next = Moment::now();
+        lock.subscribe(&token, Box::new(notify), &Budget::within(timeout))
+            .ok()
+    });
     loop {
         if let Command::Stop = wait_for_turn(commands, next) {
             return;
@@ -223,6 +255,18 @@ fn renew_loop(spec: RenewSpec, commands: &mpsc::Receiver<Command>) {
                 // The guard first: its deadline must never be earlier than the main thread's.
                 if let Some(line) = &guard {
                     line.move_deadline(&deadlines, validity);
+                }
+                Event::Renewed(validity)
+            }
+            Ok(Extended::Replaced(validity, by)) => {
+                failures = 0;
+                next = deadlines.next_renewal(validity, every);
+                if let Some(line) = &guard {
+                    line.move_deadline(&deadlines, validity);
+                }
+                // The lock stays ours while the command stops: go on renewing.
+                if !events.send(Event::Replaced(by)) {
+                    return;
                 }
                 Event::Renewed(validity)
             }

@@ -294,6 +294,7 @@ impl Waiter<'_> {
         let in_line = self.lock.queues() && !once;
         let place = match self.wait.request.queueing {
             Queueing::Supersede => Queueing::Supersede,
+            Queueing::Replace => Queueing::Replace,
             _ => Queueing::Join,
         };
         // The first attempt takes no place in line (and needs no subscription).

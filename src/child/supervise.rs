@@ -66,6 +66,20 @@ pub enum Ending {
     Signaled(i32),
     /// The lock was lost; the child's group was killed.
     Lost(Loss),
+    /// The command ran past `--timeout`; its group was stopped while the lock was held.
+    TimedOut,
+    /// A newer run asked for the lock (`--replace`; who, if it said); the command's group was
+    /// stopped while the lock was held.
+    Replaced(Option<Box<crate::lock::Holder>>),
+}
+
+/// Why distlock itself stopped a command that still held its lock.
+#[derive(Debug)]
+enum Stop {
+    /// `--timeout` passed.
+    TimedOut,
+    /// A newer run replaces this one.
+    Replaced(Option<Box<crate::lock::Holder>>),
 }
 
 /// What the supervisor needs.
@@ -85,6 +99,8 @@ pub struct Supervisor<'a> {
     /// The guard that kills the group if distlock dies or fails to act in time; replaced if it
     /// dies first.
     pub guard: &'a mut Option<Guard>,
+    /// When the command must be stopped whatever the lock (`--timeout`), if ever.
+    pub time_limit: Option<Moment>,
     /// Messages.
     pub out: &'a Output,
 }
@@ -104,6 +120,8 @@ struct State {
     guard_fired: bool,
     /// When distlock first noticed a loss, or the guard's firing.
     noticed_at: Option<Moment>,
+    /// distlock stopped the command while the lock was still held (`--timeout`, `--replace`).
+    stop: Option<Stop>,
     /// When SIGKILL is due (a kill sequence is under way).
     kill_at: Option<Moment>,
     killed_at: Option<Moment>,
@@ -128,6 +146,7 @@ impl State {
             loss: None,
             guard_fired: false,
             noticed_at: None,
+            stop: None,
             kill_at: None,
             killed_at: None,
             stopped: false,
@@ -176,6 +195,13 @@ impl Supervisor<'_> {
                     ttl: validity.ttl,
                 };
                 self.lose(&mut st, now, loss);
+            }
+            if st.loss.is_none()
+                && st.stop.is_none()
+                && st.status.is_none()
+                && self.time_limit.is_some_and(|limit| now >= limit)
+            {
+                self.stop_command(&mut st, now, Stop::TimedOut);
             }
             if let Some(at) = st.kill_at {
                 if st.killed_at.is_none() && now >= at {
@@ -251,11 +277,15 @@ impl Supervisor<'_> {
             }),
             other => other,
         };
-        let ending = match (loss, st.status) {
-            (Some(loss), _) => Ending::Lost(loss),
-            (None, Some(WaitStatus::Signaled(_, signal, _))) => Ending::Signaled(signal as i32),
-            (None, Some(WaitStatus::Exited(_, code))) => Ending::Exited(code),
-            (None, _) => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
+        let ending = match (loss, st.stop, st.status) {
+            (Some(loss), _, _) => Ending::Lost(loss),
+            (None, Some(Stop::TimedOut), _) => Ending::TimedOut,
+            (None, Some(Stop::Replaced(by)), _) => Ending::Replaced(by),
+            (None, None, status) => match status {
+                Some(WaitStatus::Signaled(_, signal, _)) => Ending::Signaled(signal as i32),
+                Some(WaitStatus::Exited(_, code)) => Ending::Exited(code),
+                _ => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
+            },
         };
         (ending, validity)
     }
@@ -266,6 +296,9 @@ impl Supervisor<'_> {
         let mut consider = |at: Moment| next = Some(next.map_or(at, |n: Moment| n.min(at)));
         if st.loss.is_none() {
             consider(self.deadlines.term_at(st.validity));
+        }
+        if let (None, None, Some(limit)) = (&st.loss, &st.stop, self.time_limit) {
+            consider(limit);
         }
         if let Some(at) = self.renewer.start_at() {
             consider(at);
@@ -284,6 +317,15 @@ impl Supervisor<'_> {
         st.noticed_at.get_or_insert(now);
         st.loss = Some(loss);
         self.renewer.stop();
+    }
+
+    /// distlock stops the command although the lock is held (`why`): the kill signal now,
+    /// SIGKILL after the grace (sooner if the lock's own deadline comes first). The renewals go
+    /// on, so the lock stays ours until the group is gone and released.
+    fn stop_command(&self, st: &mut State, now: Moment, why: Stop) {
+        let kill_by = (now + self.deadlines.grace).min(self.deadlines.kill_at(st.validity));
+        self.start_kill(st, now, kill_by);
+        st.stop = Some(why);
     }
 
     /// Send the kill signal to the group now and schedule SIGKILL at `kill_by`.
@@ -412,6 +454,11 @@ impl Supervisor<'_> {
             }
             Event::NodeFailed(failure) => {
                 self.out.warn(Ev::NodeFailed, output::node_failed(&failure));
+            }
+            Event::Replaced(by) => {
+                if st.loss.is_none() && st.stop.is_none() && st.status.is_none() {
+                    self.stop_command(st, Moment::now(), Stop::Replaced(by));
+                }
             }
             Event::Subscriber(_) => {}
         }

@@ -80,7 +80,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
             cfg.ttl,
             &Budget::within(timeout).cancellable(&cancel),
         );
-        if !matches!(extended, Ok(Extended::Held(_))) {
+        if !matches!(extended, Ok(Extended::Held(_) | Extended::Replaced(..))) {
             let released = lock.release(&grant.token, &Budget::within(timeout));
             let after = match released {
                 Ok(_) => "it was released".to_owned(),

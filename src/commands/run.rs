@@ -144,6 +144,35 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             );
             return Ok(Exit::Code(exit::LOCK_LOST));
         }
+        Ok(Started::Ended(Ending::TimedOut, _)) => {
+            // Stopped while the lock was held: release it for the next run.
+            release(lock.as_mut(), &grant, &cfg, false, out);
+            let limit = cfg.timeout.map(output::duration).unwrap_or_default();
+            out.error(
+                Ev::TimedOut,
+                Msg::new(format!(
+                    "the command ran past --timeout {limit}; its process group was stopped and \
+                     lock {key} released (exit {})",
+                    exit::TIMED_OUT
+                ))
+                .exit(exit::TIMED_OUT),
+            );
+            return Ok(Exit::Code(exit::TIMED_OUT));
+        }
+        Ok(Started::Ended(Ending::Replaced(by), _)) => {
+            // The newer run waits first in line: the release hands the lock to it.
+            release(lock.as_mut(), &grant, &cfg, false, out);
+            let who = by.map_or_else(|| "a newer run".to_owned(), |by| by.summary_with_job());
+            out.notice(
+                Ev::Replaced,
+                Msg::new(format!(
+                    "replaced by {who}: the command was stopped and lock {key} handed over (exit {})",
+                    cfg.take.busy_exit
+                ))
+                .exit(cfg.take.busy_exit),
+            );
+            return Ok(Exit::Code(cfg.take.busy_exit));
+        }
         Ok(Started::Ended(Ending::Signaled(signal), validity)) => (Exit::Signal(signal), validity),
         Ok(Started::Ended(Ending::Exited(code), validity)) => (
             Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE)),
@@ -238,6 +267,7 @@ fn run_locked(
     if let Some(slot) = grant.slot {
         env.push(("DISTLOCK_SLOT", slot.to_string()));
     }
+    let started = crate::clock::Moment::now();
     let group: Pid = spawn::spawn(SpawnSpec {
         program: &prepared.program,
         argv: &cfg.argv,
@@ -277,6 +307,7 @@ fn run_locked(
         granted: grant.validity,
         renewer,
         guard: &mut prepared.guard,
+        time_limit: cfg.timeout.map(|limit| started + limit),
         out,
     }
     .run(rx);

@@ -35,7 +35,9 @@ pub fn take(
             ttl: cfg.ttl,
             holder,
             limit: cfg.limit,
-            queueing: if cfg.supersede {
+            queueing: if cfg.replace {
+                Queueing::Replace
+            } else if cfg.supersede {
                 Queueing::Supersede
             } else {
                 Queueing::Join

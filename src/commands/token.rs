@@ -23,7 +23,7 @@ pub fn renew(
     let result = lock
         .extend(&token, ttl.unwrap_or(Duration::ZERO), &budget)
         .map(|extended| match extended {
-            Extended::Held(_) => Ownership::Held,
+            Extended::Held(_) | Extended::Replaced(..) => Ownership::Held,
             Extended::NotHeld => Ownership::NotHeld,
         })
         .and_then(|ownership| match ownership {

@@ -301,7 +301,7 @@ impl Lock for FakeLock {
             Some(entry) => entry.2 = now + PLACE,
             None => w.line.push_back((token.to_owned(), limit, now + PLACE)),
         }
-        if request.queueing == Queueing::Supersede {
+        if matches!(request.queueing, Queueing::Supersede | Queueing::Replace) {
             let older: Vec<String> = w
                 .line
                 .iter()

@@ -84,6 +84,21 @@ impl Holder {
         (Some(Box::new(holder)), acquired_at)
     }
 
+    /// A waiter's JSON metadata (as the line stores it), read back; `None` if it is not an
+    /// object.
+    pub fn from_json(json: &str) -> Option<Box<Holder>> {
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json).ok()?;
+        let fields: Vec<(String, String)> = map
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                serde_json::Value::String(s) => Some((k, s)),
+                serde_json::Value::Number(n) => Some((k, n.to_string())),
+                _ => None,
+            })
+            .collect();
+        Holder::from_fields(&fields).0
+    }
+
     /// This process as a holder: `kind` is `run` or `acquire`; `pid` is the process to name.
     pub fn this_process(
         kind: &str,

@@ -152,6 +152,8 @@ pub enum Queueing {
     Join,
     /// As `Join`, and cancel every waiter that joined before us (`--supersede`).
     Supersede,
+    /// As `Supersede`, and ask the mutex holder to stop its command and release (`--replace`).
+    Replace,
 }
 
 /// How long a mutex stays taken after a run that succeeded (`--min-interval`, `--cooldown`):
@@ -372,10 +374,13 @@ pub enum Ownership {
 }
 
 /// What an extend found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Extended {
     /// It was ours, and now is until at least this validity's end.
     Held(Validity),
+    /// As `Held`, and a newer run asks us to stop our command and let it in (`--replace`):
+    /// who it is, if it said.
+    Replaced(Validity, Option<Box<Holder>>),
     /// It was not ours (expired, deleted, or taken by someone else); nothing was changed.
     NotHeld,
 }

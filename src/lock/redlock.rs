@@ -573,7 +573,7 @@ impl super::Lock for Redlock {
         let mut errors = Vec::new();
         for (i, reply) in said.into_iter().enumerate() {
             match reply.as_deref() {
-                Ok([Reply::Int(1), Reply::Int(ms)]) => {
+                Ok([Reply::Int(1), Reply::Int(ms), ..]) => {
                     applied.push(Duration::from_millis(ms.unsigned_abs()))
                 }
                 Ok([Reply::Int(0)]) => not_held += 1,

@@ -369,16 +369,23 @@ impl Lock for SingleNode {
             reply = self.eval_keys(&RENEW, Held::Slot.keys(&self.name), args, budget)?;
         }
         match reply.as_slice() {
-            [Reply::Int(1), Reply::Int(applied)] => {
+            [Reply::Int(1), Reply::Int(applied), replacer @ ..] => {
                 // --replicas: an extension the replicas do not have does not count (the kill
                 // deadline stays where the last acknowledged one put it).
                 if let Some((wanted, within)) = self.worker.connector().replicas() {
                     self.confirm_replicated(wanted, within, budget)?;
                 }
-                Ok(Extended::Held(Validity {
+                let validity = Validity {
                     anchor,
                     ttl: Duration::from_millis(applied.unsigned_abs()),
-                }))
+                };
+                Ok(match replacer {
+                    [] => Extended::Held(validity),
+                    [json, ..] => Extended::Replaced(
+                        validity,
+                        json.as_text().and_then(|j| Holder::from_json(&j)),
+                    ),
+                })
             }
             [Reply::Int(0)] => Ok(Extended::NotHeld),
             other => Err(unexpected("renew", other)),
@@ -428,6 +435,7 @@ pub(super) fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec
         Queueing::Try => b"try",
         Queueing::Join => b"join",
         Queueing::Supersede => b"supersede",
+        Queueing::Replace => b"replace",
     };
     let mut args: Vec<Vec<u8>> = vec![
         request.token.as_str().into(),

@@ -73,6 +73,8 @@ events! {
     RenewRecovered = "renew-recovered", "renewals succeed again";
     RenewerFailed = "renewer-failed", "the renewal thread did not start";
     Lost = "lost", "the lock was lost; command killed (124)";
+    TimedOut = "timed-out", "--timeout passed; command stopped (79)";
+    Replaced = "replaced", "a newer run replaced this one (75, -E)";
     LeftProcesses = "left-processes", "processes left behind are stopped";
     KillStuck = "kill-stuck", "processes survived SIGKILL";
     GuardFailed = "guard-failed", "no guard process could be started";

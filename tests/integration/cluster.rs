@@ -379,3 +379,44 @@ fn a_shard_failover_during_a_run_keeps_the_lock() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!cluster.node(new).exists(&lock_key(&key)));
 }
+
+/// Issue 19 on a Cluster: `--replace` stops a holder whose slot is on another node than the
+/// URL's (the wake-up crosses the cluster bus), `--min-interval` keeps the lock taken, and a
+/// semaphore numbers its slots.
+#[test]
+fn replace_intervals_and_slots_work_on_a_cluster() {
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.url_of_node(0);
+    let key = cluster.key_on(2, "ci");
+    let dir = Scratch::new();
+    let old = holder(&url, &dir, &key, &[]);
+    let out = run(at(&cluster.seeds_url()).args(["run", "-k", &key, "--replace", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = finish(old);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("replaced by"), "{}", stderr(&out));
+
+    let out = run(at(&url).args(["run", "-k", &key, "--min-interval", "1m", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(at(&url).args(["run", "-n", "-k", &key, "--", "true"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ran recently"), "{}", stderr(&out));
+
+    let out = run(at(&url).args([
+        "run",
+        "-k",
+        "pool",
+        "--limit",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_SLOT",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "{}",
+        stderr(&out)
+    );
+}

@@ -381,3 +381,176 @@ fn semaphore_holders_get_distinct_slots_and_a_freed_one_is_reused() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["slot"], 0, "{json}");
 }
+
+/// `--timeout 1s` on a command that runs for 30s and has a grandchild: the whole group is
+/// stopped (the stubborn grandchild by SIGKILL after the grace), the lock is released, and
+/// distlock exits 79, its own code, not 124.
+#[test]
+fn a_time_limit_stops_the_command_and_releases() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let started = std::time::Instant::now();
+    let out = run(distlock(&redis)
+        .args([
+            "run",
+            "-k",
+            "tl",
+            "--timeout",
+            "1s",
+            "--kill-grace",
+            "1s",
+            "--",
+        ])
+        .args(["sh", "-c"])
+        .arg(format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {child}; sleep 30' & \
+             trap 'echo term > {term}; wait' TERM; sleep 30 & wait",
+            child = dir.str("grandchild"),
+            term = dir.str("term"),
+        )));
+    assert_eq!(out.status.code(), Some(79), "{}", stderr(&out));
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the command ran past --timeout 1s; its process group was stopped and lock \"tl\" released (exit 79)"),
+        "{err}"
+    );
+    assert_eq!(
+        wait_for_file(&dir.path("term")).trim(),
+        "term",
+        "--kill-signal first"
+    );
+    assert!(
+        !alive(read_pid(&dir.path("grandchild"))),
+        "the grandchild outlived the run"
+    );
+    assert!(!redis.exists(&lock_key("tl")), "released");
+    let out = run(distlock(&redis).args(["run", "-n", "-k", "tl", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A holder that stamps every 10ms until it is stopped.
+fn stamping_holder(redis: &Redis, dir: &Scratch, key: &str, extra: &[&str]) -> Child {
+    let child = spawn(
+        distlock(redis)
+            .args(["run", "-k", key])
+            .args(extra)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "trap 'echo end $(date +%s%N) >> {log}; exit 0' TERM; echo held > {held}; \
+                 while :; do echo tick $(date +%s%N) >> {log}; sleep 0.01; done",
+                log = dir.str("old"),
+                held = dir.str("held"),
+            )),
+    );
+    wait_for_file(&dir.path("held"));
+    child
+}
+
+/// `--replace`: the newer run asks the running holder to stop; its distlock stops the command
+/// (--kill-signal), releases, and exits 75 saying who replaced it; the older waiters are
+/// cancelled; the new command starts after the old one's last write, never beside it.
+#[test]
+fn a_newer_run_replaces_the_running_one_without_overlap() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let old = stamping_holder(&redis, &dir, "pr", &[]);
+    let waiter = spawn(distlock(&redis).args(["run", "-k", "pr", "--", "true"]));
+    wait_until("the waiter to take its place in line", || {
+        redis.in_line("pr") == 1
+    });
+    let out = run(distlock(&redis)
+        .args(["run", "-k", "pr", "--replace", "--note", "preview 43", "--"])
+        .args(["sh", "-c"])
+        .arg(format!("echo start $(date +%s%N) >> {}", dir.str("new"))));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = finish(old);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("replaced by ") && stderr(&out).contains("(preview 43)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = finish(waiter);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("superseded by"), "{}", stderr(&out));
+    let new_start = stamps(&dir.path("new"), "start")[0];
+    let old_last = std::fs::read_to_string(dir.path("old"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .max()
+        .unwrap()
+        / 1_000_000;
+    assert!(
+        stamps(&dir.path("old"), "end").len() == 1,
+        "the old command was stopped with --kill-signal"
+    );
+    assert!(
+        new_start > old_last,
+        "the new command started {}ms before the old one's last write",
+        old_last - new_start
+    );
+}
+
+/// A replacement asked for at once (before the holder listens for it) still stops the holder:
+/// its first renewal reads the request.
+#[test]
+fn a_replacement_right_after_the_start_is_not_missed() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let old = stamping_holder(&redis, &dir, "early", &["--ttl", "30s"]);
+    let out = run(distlock(&redis).args(["run", "-k", "early", "--replace", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(finish(old).status.code(), Some(75));
+}
+
+/// A holder that no distlock run supervises (an acquire) cannot be stopped: the replacing run
+/// waits for its release. --replace is refused where it cannot work.
+#[test]
+fn replace_waits_for_an_acquired_lock_and_is_refused_where_it_cannot_work() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["acquire", "-k", "acq", "--ttl", "1m"]));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let out = run(distlock(&redis).args([
+        "run",
+        "-k",
+        "acq",
+        "--replace",
+        "--wait",
+        "1s",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let out = run(distlock(&redis).args(["release", "-k", "acq", "--token", &token]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    for (args, said) in [
+        (
+            vec!["-n"],
+            "--replace waits for the running command to stop: it needs a wait",
+        ),
+        (
+            vec!["--limit", "2"],
+            "--replace stops the one holder of a mutex",
+        ),
+    ] {
+        let out = run(distlock(&redis)
+            .args(["run", "-k", "r", "--replace"])
+            .args(&args)
+            .args(["--", "true"]));
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{}", stderr(&out));
+    }
+    let nodes = Primaries::start(3);
+    let out = run(bare_distlock()
+        .env("DISTLOCK_REDIS_URL", nodes.urls().join(" "))
+        .args(["run", "-k", "r", "--replace", "--", "true"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--supersede and --replace need a line"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,7 +1,8 @@
 -- distlock acquire (after common.lua): one attempt to take the lock, and the waiter's place in
 -- line. ARGV: 1 token, 2 claim in ms (the expiry an attempt sets; the holder then extends it to
 -- its TTL), 3 limit (1: a mutex; N: a semaphore of N), 4 mode ('try': no place in line; 'join':
--- join the line or keep our place; 'supersede': the same, and cancel every older waiter),
+-- join the line or keep our place; 'supersede': the same, and cancel every older waiter;
+-- 'replace': as 'supersede', and ask the mutex holder to stop, see below),
 -- 5 place in ms (how long our place lasts without another attempt), 6 take-up window in ms (how
 -- long a lock handed to us waits for us), 7.. metadata field/value pairs (host, pid, user,
 -- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, and
@@ -147,7 +148,18 @@ else
   redis.call('HSET', WAITERS, token, cjson.encode(w))
 end
 redis.call('ZADD', ALIVE, int(NOW + place), token)
-if mode == 'supersede' then
+-- Newest replaces the running one (--replace): the mutex holder is asked to stop its command
+-- (replaced_by in its owner hash, which its renewals report, and a message on its own wake
+-- channel); it releases once its command is dead, and the lock is handed to the first in line.
+-- A lock cooling down after a run (ended_at) has no command left to stop.
+if mode == 'replace' then
+  local holder = redis.call('GET', LOCK)
+  if holder and holder ~= token and not redis.call('HGET', OWNER, 'ended_at') then
+    redis.call('HSET', OWNER, 'replaced_by', redis.call('HGET', WAITERS, token))
+    wake(holder, 'replaced')
+  end
+end
+if mode == 'supersede' or mode == 'replace' then
   local older = redis.call('ZRANGEBYSCORE', QUEUE, '-inf', '(' .. int(ticket))
   if #older > 0 then
     local me = redis.call('HGET', WAITERS, token)

@@ -8,7 +8,9 @@
 -- common.lua): P{K} and P{K}:owner to renew a mutex, P{K}:slots and P{K}:holders to renew a
 -- semaphore slot, each followed by P{K}:fence when ARGV[3] is given; or all the keys of the
 -- lock, for a caller that does not know which it holds (the mutex is tried, then the slot).
--- Returns {1, ttl_ms} (the expiry applied) when extended, {0} when the lock is not ours.
+-- Returns {1, ttl_ms} (the expiry applied) when extended, and {1, ttl_ms, replacer} when a
+-- newer run asked the mutex holder to stop (--replace; replacer: its JSON metadata); {0} when
+-- the lock is not ours.
 local token, ttl = ARGV[1], ARGV[2]
 local all = #KEYS >= 9
 local function raise_fence()
@@ -24,6 +26,10 @@ if KEYS[1] == LOCK then
     redis.call('PEXPIRE', LOCK, ttl)
     redis.call('PEXPIRE', OWNER, ttl)
     raise_fence()
+    local replacer = redis.call('HGET', OWNER, 'replaced_by')
+    if replacer then
+      return {1, tonumber(ttl), replacer}
+    end
     return {1, tonumber(ttl)}
   end
   if not all then

@@ -13,7 +13,7 @@
 //! `pkill distlock` would do, and SIGSTOP of a holding distlock alone, its command running on,
 //! for longer than every TTL: only its guard can end the command in time). Waiters in notify mode (the default) wait in the fair line and get
 //! the lock handed over; spin waiters wait in the same line and notice their turn by polling;
-//! some use `--supersede` (and cancel the older waiters, who exit 75). Some commands ignore SIGTERM (`trap '' TERM`), some run
+//! some use `--supersede` (and cancel the older waiters, who exit 75), some `--cooldown 150ms` on a mutex (the lock then stays taken after the run succeeds, and the checker proves no section of the key started within the cool-down). Some commands ignore SIGTERM (`trap '' TERM`), some run
 //! the critical section as a background grandchild. Afterwards a checker proves, from
 //! timestamps taken on one clock, that the contract held.
 //!
@@ -309,6 +309,10 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
         }
         if p.spin {
             cmd.args(["--wait-mode", "spin"]);
+        }
+        if p.cooldown {
+            cmd.arg("--cooldown")
+                .arg(format!("{}ms", plan::COOLDOWN_MS));
         }
         if p.supersede {
             cmd.arg("--supersede");

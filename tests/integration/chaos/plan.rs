@@ -357,10 +357,17 @@ pub(super) struct Params {
     pub(super) spin: bool,
     /// `--supersede`: join the line and cancel every older waiter (with a wait).
     pub(super) supersede: bool,
+    /// `--cooldown` [`COOLDOWN_MS`] (mutexes only): after this run succeeds, the lock stays
+    /// taken that long after its end.
+    pub(super) cooldown: bool,
     pub(super) form: Form,
     pub(super) hold_ms: u64,
     pub(super) gap_ms: u64,
 }
+
+/// The `--cooldown` of the runs that draw one: shorter than every TTL, so that a lock whose
+/// release failed (kept until its expiry) is taken later still.
+pub(super) const COOLDOWN_MS: u64 = 150;
 
 /// How the events and the schedule name a server: `redis` when there is one, `node N` otherwise.
 pub(super) fn node_name(topology: Topology, node: usize) -> String {
@@ -421,6 +428,8 @@ impl Params {
             form,
             hold_ms,
             gap_ms: rng.u64(0..100),
+            // Drawn last, so that the other draws of a seed are what they were before.
+            cooldown: KEYS[key].is_mutex() && rng.u32(..100) < 15,
         }
     }
 }
