@@ -155,7 +155,7 @@ const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
 
 /// How the loop ended, before giving anything back.
 enum Ended {
-    Acquired(Validity, u64, Option<u32>),
+    Acquired(Validity, u64, Option<u32>, Option<crate::lock::Token>),
     Busy(Option<Holders>),
     Superseded(Option<Box<Holder>>),
     Conflict(Conflict),
@@ -222,9 +222,9 @@ pub fn acquire(
         _ => Residue::Nothing,
     };
     match ended {
-        Ended::Acquired(validity, fence, slot) => Waited::Acquired {
+        Ended::Acquired(validity, fence, slot, token) => Waited::Acquired {
             grant: Grant {
-                token: wait.request.token.clone(),
+                token: token.unwrap_or_else(|| wait.request.token.clone()),
                 fence,
                 validity,
                 slot,
@@ -348,8 +348,9 @@ impl Waiter<'_> {
                     validity,
                     fence,
                     slot,
+                    token,
                 }) => {
-                    return Ended::Acquired(validity, fence, slot);
+                    return Ended::Acquired(validity, fence, slot, token);
                 }
                 Ok(Answer::Superseded(by)) => return Ended::Superseded(by),
                 Ok(Answer::Conflict(conflict)) => return Ended::Conflict(conflict),

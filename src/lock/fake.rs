@@ -259,6 +259,7 @@ impl Lock for FakeLock {
                 },
                 fence,
                 slot: (limit > 1).then_some(0),
+                token: None,
             });
         }
         if w.superseded.iter().any(|t| t == token) {
@@ -292,6 +293,7 @@ impl Lock for FakeLock {
                 },
                 fence,
                 slot: (limit > 1).then_some(0),
+                token: None,
             });
         }
         if request.queueing == Queueing::Try {

@@ -233,6 +233,9 @@ pub enum Answer {
         /// A semaphore slot's index, from 0 to N-1: no other holder has it while we do
         /// (`DISTLOCK_SLOT`); `None` for a mutex.
         slot: Option<u32>,
+        /// The token the lock was granted to, when it is not the request's: a Redlock retires
+        /// a token whose release may still land (see `redlock.rs`), and goes on with another.
+        token: Option<Token>,
     },
     /// Someone else holds it; we took no place in line.
     Busy(Holders),

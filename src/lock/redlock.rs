@@ -60,6 +60,10 @@ pub struct Redlock {
     /// server). A release for it is written behind that request instead of waiting for the
     /// node once more (see [`Redlock::release_all`]).
     stuck: Vec<bool>,
+    /// The token attempts use from now on, when it is no longer the request's; and the tokens
+    /// retired before it (see [`Redlock::retire`]), which giving up and releasing clear too.
+    token: Option<Token>,
+    retired: Vec<Token>,
     /// What this run learnt of each node, shared with the handles [`Lock::fresh`] makes.
     ///
     /// [`Lock::fresh`]: super::Lock::fresh
@@ -126,7 +130,31 @@ impl Redlock {
             node_timeout,
             touched: vec![false; connectors.len()],
             stuck: vec![false; connectors.len()],
+            token: None,
+            retired: Vec::new(),
             health,
+        }
+    }
+
+    /// After a failed round, `token`'s release reached not every node (it was queued behind a
+    /// request still unanswered, or got no answer itself): it may still land on a node after
+    /// our next attempt, and delete what that attempt granted there, under the command of a
+    /// run that believes it holds a majority. Such a token is never asked with again: the next
+    /// attempts use a fresh one (the holder's token is whichever was granted).
+    fn retire(&mut self, token: &Token) -> Result<(), BackendError> {
+        let fresh = Token::generate()
+            .map_err(|e| BackendError::Connect(format!("cannot draw a new token: {e}")))?;
+        self.retired.push(token.clone());
+        self.token = Some(fresh);
+        self.touched.iter_mut().for_each(|t| *t = false);
+        Ok(())
+    }
+
+    /// Release every retired token, best effort (each is released on every node, queued
+    /// behind an unanswered request where there is one: none is asked with again).
+    fn release_retired(&mut self, budget: &Budget) {
+        for token in std::mem::take(&mut self.retired) {
+            self.release_all(&token, false, budget);
         }
     }
 
@@ -354,6 +382,11 @@ impl super::Lock for Redlock {
         // `--supersede` and `--limit N>1` never get here: the configuration refuses them over a
         // Redlock (see the module docs), before anything is sent.
         let claim = request.claim;
+        let token = self.token.clone().unwrap_or_else(|| request.token.clone());
+        let request = &Request {
+            token: &token,
+            ..request.clone()
+        };
         let start = Moment::now();
         let mut args = acquire_args(request, Queueing::Try);
         args.push(b"fence_floor".to_vec());
@@ -424,12 +457,16 @@ impl super::Lock for Redlock {
                     validity,
                     fence,
                     slot: None,
+                    token: self.token.clone(),
                 });
             }
         }
         // Not ours: give back what some nodes granted (or may have), everywhere, before waiting.
         let release_budget = Budget::within(self.node_timeout);
-        self.release_all(request.token, false, &release_budget);
+        let released = self.release_all(request.token, false, &release_budget);
+        if !released.errors.is_empty() {
+            self.retire(request.token)?;
+        }
         if let Some(conflict) = conflict {
             return Ok(Answer::Conflict(conflict));
         }
@@ -451,10 +488,18 @@ impl super::Lock for Redlock {
     }
 
     fn give_up(&mut self, token: &Token, claim: Duration, budget: &Budget) -> Residue {
+        let retired = !self.retired.is_empty();
+        self.release_retired(budget);
+        let token = self.token.clone().unwrap_or_else(|| token.clone());
         if !self.touched.iter().any(|t| *t) {
-            return Residue::Nothing;
+            // A retired token's release may still be queued: it expires within its claim.
+            return if retired {
+                Residue::MayRemain(claim)
+            } else {
+                Residue::Nothing
+            };
         }
-        self.release_all(token, false, budget);
+        self.release_all(&token, false, budget);
         if self.touched.iter().any(|t| *t) {
             Residue::MayRemain(claim)
         } else {
@@ -619,6 +664,8 @@ impl super::Lock for Redlock {
         budget: &Budget,
     ) -> Result<Ownership, BackendError> {
         let released = self.release_all(token, succeeded, budget);
+        // A minority claim of a token retired while we waited, whose acquire landed late.
+        self.release_retired(budget);
         // Not held only when a quorum says so; held as soon as any node held it (a majority of
         // holders, or too few answers to rule it out).
         if released.answered - released.held >= self.quorum() {

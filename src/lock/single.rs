@@ -561,11 +561,13 @@ pub(super) fn decode_answer(
             validity: Validity { anchor, ttl: claim },
             fence: fence.unsigned_abs(),
             slot: None,
+            token: None,
         }),
         [Reply::Int(1), Reply::Int(fence), Reply::Int(slot)] => Ok(Answer::Granted {
             validity: Validity { anchor, ttl: claim },
             fence: fence.unsigned_abs(),
             slot: u32::try_from(*slot).ok(),
+            token: None,
         }),
         [
             Reply::Int(0),
