@@ -108,8 +108,9 @@ fn spin_waiters_wait_in_the_same_line() {
     assert_eq!(leftovers(&redis, "mixed"), Vec::<String>::new());
 }
 
-/// A waiter that got the lock closes its subscriber connection: a holder keeps no idle
-/// connection to Redis through its command besides the one its renewals use.
+/// A waiter that got the lock closes its waiter's subscriber connection; the holder keeps one
+/// subscription only, on its own wake channel, where a newer run with `--replace` asks it to
+/// stop.
 #[test]
 fn a_new_holder_drops_its_subscription() {
     let redis = Redis::start();
@@ -118,7 +119,10 @@ fn a_new_holder_drops_its_subscription() {
     let first = holder(&redis, &dir, "unsub", &[]);
     let taker = distlock(&redis)
         .args(["run", "-k", "unsub", "--", "sh", "-c"])
-        .arg(format!("echo held > {}; sleep 30", next.str("held")))
+        .arg(format!(
+            "echo $DISTLOCK_TOKEN > {}; sleep 30",
+            next.str("held")
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -126,23 +130,39 @@ fn a_new_holder_drops_its_subscription() {
     wait_until("the taker to take its place", || {
         redis.in_line("unsub") == 1
     });
-    let subscribers = || {
+    // The ids of the connections that listen.
+    let subscribers = || -> Vec<String> {
         let clients: String = redis.cmd(&["CLIENT", "LIST"]);
-        clients.lines().filter(|l| l.contains(" sub=1")).count()
+        clients
+            .lines()
+            .filter(|l| l.contains(" sub=1"))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
     };
-    assert_eq!(subscribers(), 1, "the waiter listens for its turn");
+    let waiting = subscribers();
+    assert_eq!(waiting.len(), 1, "the waiter listens for its turn");
     release(&dir);
     assert_eq!(finish(first).status.code(), Some(0));
-    wait_for_file(&next.path("held"));
+    let token = wait_for_file(&next.path("held")).trim().to_owned();
     let held = Instant::now();
-    wait_until("the new holder's subscriber to close", || {
-        subscribers() == 0
+    wait_until("the waiter's subscriber to close", || {
+        !subscribers().contains(&waiting[0])
     });
     // Within two seconds (the subscriber checks every second); its command runs for 30s.
     assert!(
         held.elapsed() < Duration::from_secs(2),
         "{:?}",
         held.elapsed()
+    );
+    // What listens now is the holder, on its own wake channel alone.
+    wait_until("the holder to listen for a replacement", || {
+        subscribers().len() == 1
+    });
+    let channels: Vec<String> = redis.cmd(&["PUBSUB", "CHANNELS", "*"]);
+    assert_eq!(
+        channels,
+        [format!("{}:wake:{token}", lock_key("unsub"))],
+        "{channels:?}"
     );
     let _ = kill(Pid::from_raw(taker.id() as i32), Signal::SIGTERM);
     finish(taker);
