@@ -52,7 +52,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print t
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s k -l key -d 'Name of the lock' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s t -l ttl -d 'Lifetime of the lock in Redis without renewal (from 1s to 24h)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'Wait at most this long for the lock (default: wait forever)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
@@ -62,7 +62,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-interval -
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l cooldown -d 'After a run that succeeded, keep the lock taken this long after the run ended' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l unreachable-after -d 'Give up (exit 69) on a Redis that has not answered once within this long' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d 'Renew the lock this often while the command runs (default: a third of --ttl)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command when the lock is lost (name or number)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command (lock lost, --timeout, --replace) (name or number)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l timeout -d 'Stop the command if it runs longer than this, release the lock, and exit 79' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
@@ -155,7 +155,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s V -l
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s k -l key -d 'Name of the lock' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s t -l ttl -d 'Lifetime of the lock in Redis without renewal (from 1s to 24h)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'Wait at most this long for the lock (default: wait forever)' -r
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r

@@ -289,7 +289,7 @@ pub struct TakeArgs {
     #[arg(short, long)]
     pub no_wait: bool,
 
-    /// Exit code when the lock was not acquired (busy), e.g. `-n -E 0` to skip quietly.
+    /// Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly.
     #[arg(
         short = 'E',
         long,
@@ -420,7 +420,7 @@ pub struct RunArgs {
     )]
     pub renew_every: Option<DurationArg>,
 
-    /// Signal that stops the command when the lock is lost (name or number).
+    /// Signal that stops the command (lock lost, --timeout, --replace) (name or number).
     #[arg(
         long,
         value_name = "SIG",
