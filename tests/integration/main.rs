@@ -8,6 +8,7 @@ mod util;
 mod chaos;
 mod ci;
 mod cluster;
+mod cost;
 mod cron;
 mod docs;
 mod exclusion;

@@ -1,0 +1,192 @@
+//! What a run costs Redis, counted, not timed: requests hold on a loaded machine where
+//! milliseconds do not. Each test watches a server with `MONITOR` (every request of every
+//! client, in the order the server ran them) and fails when a path makes more requests than it
+//! does today, so that a change that adds a round trip to the path that matters shows in CI.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// A `redis-cli MONITOR` of `redis`, writing to a file; ready once the server said OK.
+struct Monitor {
+    child: Child,
+    log: std::path::PathBuf,
+    _dir: Scratch,
+}
+
+/// One request a client sent, as MONITOR shows it (scripts' own calls are left out).
+#[derive(Debug)]
+struct Request {
+    /// The client's address (one per connection).
+    client: String,
+    /// The command and its arguments.
+    words: Vec<String>,
+}
+
+impl Request {
+    fn command(&self) -> String {
+        self.words
+            .first()
+            .cloned()
+            .unwrap_or_default()
+            .to_uppercase()
+    }
+
+    /// How many keys a script declares (EVALSHA SHA N ...).
+    fn keys(&self) -> usize {
+        self.words.get(2).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
+    /// A script of the lock declaring all its keys (acquire, release, inspect), as opposed to
+    /// a renewal, which declares two.
+    fn is_full_script(&self) -> bool {
+        self.command() == "EVALSHA" && self.keys() >= 9
+    }
+}
+
+impl Monitor {
+    fn start(redis: &Redis) -> Monitor {
+        let dir = Scratch::new();
+        let log = dir.path("monitor");
+        let child = Command::new("redis-cli")
+            .args(["-p", &redis.port().to_string(), "MONITOR"])
+            .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("MONITOR to be on", || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.starts_with("OK"))
+        });
+        Monitor {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Every request seen so far, in the server's order.
+    fn requests(&self) -> Vec<Request> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let (_, rest) = line.split_once(" [")?;
+                let (client, words) = rest.split_once("] ")?;
+                let client = client.split_whitespace().nth(1)?.to_owned();
+                if client == "lua" {
+                    return None;
+                }
+                let words: Vec<String> = words
+                    .split("\" \"")
+                    .map(|w| w.trim_matches('"').to_owned())
+                    .collect();
+                Some(Request { client, words })
+            })
+            .collect()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Wait until the monitor has seen a request for which `seen` holds.
+fn wait_for(monitor: &Monitor, what: &str, seen: impl Fn(&Request) -> bool) {
+    wait_until(what, || monitor.requests().iter().any(&seen));
+}
+
+/// An uncontended `run -- true` makes two requests: the acquire and the release, on one
+/// connection. (A run that lasts past a quarter of a second also starts listening for a
+/// replacement: a SUBSCRIBE and a renewal, on connections of their own; `true` never does on
+/// a healthy machine, and on a slow one the count says so.)
+#[test]
+fn an_uncontended_run_makes_two_requests() {
+    let redis = Redis::start();
+    // Load the scripts first: a server that never saw them asks for them once (NOSCRIPT).
+    let out = run(distlock(&redis).args(["run", "-k", "warm", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let monitor = Monitor::start(&redis);
+    let started = Instant::now();
+    let out = run(distlock(&redis).args(["run", "-k", "cost", "--", "true"]));
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The release is the last: wait until MONITOR has written it.
+    wait_for(&monitor, "the release", |r| {
+        r.is_full_script() && r.words.iter().any(|w| w == "distlock:{cost}")
+    });
+    let requests = monitor.requests();
+    let full: Vec<&Request> = requests.iter().filter(|r| r.is_full_script()).collect();
+    assert_eq!(full.len(), 2, "acquire and release: {requests:?}");
+    assert_eq!(full[0].client, full[1].client, "one connection");
+    if took < Duration::from_millis(250) {
+        assert_eq!(requests.len(), 2, "{requests:?}");
+    } else {
+        // The listener (a SUBSCRIBE and a renewal) may have started: nothing else.
+        assert!(
+            requests.len() <= 4
+                && requests
+                    .iter()
+                    .all(|r| r.is_full_script() || r.command() == "SUBSCRIBE" || r.keys() == 2),
+            "{requests:?}"
+        );
+    }
+}
+
+/// A contended hand-off: between the holder's release and the waiter's command, the waiter
+/// makes one request (it takes up the lock handed to it); the holder's release is the other.
+/// Two round trips from one command's end to the next one's start.
+#[test]
+fn a_hand_off_takes_two_round_trips() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let first = hold_until_released(distlock(&redis), &dir, "handoff", &[]);
+    // The waiter's command says it started by a request of its own, ECHO, which MONITOR sees
+    // in order with the rest.
+    let port = redis.port().to_string();
+    let waiter = spawn(distlock(&redis).args([
+        "run",
+        "-k",
+        "handoff",
+        "--",
+        "redis-cli",
+        "-p",
+        &port,
+        "ECHO",
+        "started",
+    ]));
+    wait_until("the waiter to take its place in line", || {
+        redis.in_line("handoff") == 1
+    });
+    let monitor = Monitor::start(&redis);
+    release(&dir);
+    assert_eq!(finish(first).status.code(), Some(0));
+    let out = finish(waiter);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
+    let requests = monitor.requests();
+    // From the holder's release (its last full script) to the waiter's command.
+    let echo = requests.iter().position(|r| r.command() == "ECHO").unwrap();
+    let holder = requests[..echo]
+        .iter()
+        .rev()
+        .find(|r| r.is_full_script() && r.words.len() == 3 + r.keys() + 2)
+        .map(|r| r.client.clone())
+        .expect("the holder's release");
+    let release_at = requests[..echo]
+        .iter()
+        .rposition(|r| r.client == holder && r.is_full_script())
+        .unwrap();
+    let between: Vec<&Request> = requests[release_at + 1..echo]
+        .iter()
+        .filter(|r| r.is_full_script())
+        .collect();
+    assert_eq!(
+        between.len(),
+        1,
+        "the waiter's take-up alone: {:?}",
+        &requests[release_at..=echo]
+    );
+}
