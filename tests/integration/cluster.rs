@@ -6,8 +6,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::topology::Cluster;
-use crate::util::*;
+use crate::fixtures::topology::Cluster;
+use crate::fixtures::*;
 
 fn at(url: &str) -> Command {
     let mut cmd = bare_distlock();

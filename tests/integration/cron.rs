@@ -9,8 +9,8 @@
 
 use std::process::Child;
 
-use crate::topology::Primaries;
-use crate::util::*;
+use crate::fixtures::topology::Primaries;
+use crate::fixtures::*;
 
 /// `sh -c` that appends `start <ns>` to `file`, sleeps `secs`, appends `end <ns>`, then exits
 /// with `code`.

@@ -2,7 +2,7 @@
 
 use std::process::Stdio;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// Many processes increment a counter file with a non-atomic read-sleep-write under the lock,
 /// and mark their critical section with an atomic `mkdir`: a lost update or an overlap fails.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 struct Held {
     holder: std::process::Child,

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use serde_json::Value;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A holder whose command waits on a fifo; returns the process, the fifo, and its scratch dir.
 fn hold(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Child, Scratch) {

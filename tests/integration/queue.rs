@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A holder whose command says when it holds the lock and then waits for `release(dir)`.
 fn holder(redis: &Redis, dir: &Scratch, key: &str, extra: &[&str]) -> Child {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::topology::Primaries;
-use crate::util::*;
+use crate::fixtures::topology::Primaries;
+use crate::fixtures::*;
 
 /// distlock pointed at every node of `nodes` (one `--redis` per node: a Redlock).
 fn redlock(nodes: &Primaries) -> Command {
@@ -787,10 +787,10 @@ fn a_failing_node_is_named_once_and_the_run_goes_on() {
 /// TLS error; the two others carry the run.
 #[test]
 fn a_node_with_an_untrusted_certificate_is_named_once() {
-    let pki = crate::tls::pki();
-    let other = crate::tls::pki();
+    let pki = crate::fixtures::pki();
+    let other = crate::fixtures::pki();
     let nodes = Primaries::start_with(2, Redis::options().tls(&pki));
-    let stranger_ca = crate::tls::tls_redis(&other, "no");
+    let stranger_ca = crate::fixtures::tls_redis(&other, "no");
     let urls = [nodes.url(0), stranger_ca.url(), nodes.url(1)];
     let mut cmd = redlock_at(&urls);
     cmd.args(["--tls-ca", &pki.dir.str("ca.crt")]);

@@ -5,8 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::topology::Sentinel;
-use crate::util::*;
+use crate::fixtures::topology::Sentinel;
+use crate::fixtures::*;
 
 fn at(url: &str) -> Command {
     let mut cmd = bare_distlock();

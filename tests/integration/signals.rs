@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 fn pid_of(child: &std::process::Child) -> Pid {
     Pid::from_raw(child.id() as i32)

@@ -15,9 +15,8 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::tls::{Pki, pki};
-use crate::topology::{Cluster, Primaries, Sentinel};
-use crate::util::*;
+use crate::fixtures::topology::{Cluster, Primaries, Sentinel};
+use crate::fixtures::*;
 
 const USER: &str = "locker";
 const PASSWORD: &str = "Locker-pw-7f3a";
