@@ -615,7 +615,7 @@ class Bench:
 
     # -- topologies of several servers (issue 10) ------------------------------------------
     #
-    # Ported from the Rust fixtures in tests/integration/topology/: the same settings that make
+    # Ported from the Rust fixtures in tests/integration/fixtures/topology/: the same settings that make
     # them start in seconds. Every server is ours, on a free loopback port, stopped at cleanup.
 
     def start_topologies(self):

@@ -18,7 +18,7 @@ RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 
 
 def free_port():
-    """A free port below the ephemeral range (as tests/integration/util.rs picks them)."""
+    """A free port below the ephemeral range (as tests/integration/fixtures/server.rs picks them)."""
     import random
     while True:
         port = random.randrange(20000, 32000)

@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// Run `script` with `sh -ec` in `dir`, with distlock on the PATH and pointed at `redis`.
 fn sh(redis: &Redis, dir: &Scratch, script: &str) -> Output {

@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A `redis-cli MONITOR` of `redis`, writing to a file; ready once the server said OK.
 struct Monitor {

@@ -9,8 +9,8 @@
 
 use std::process::Child;
 
-use crate::topology::Primaries;
-use crate::util::*;
+use crate::fixtures::topology::Primaries;
+use crate::fixtures::*;
 
 /// `sh -c` that appends `start <ns>` to `file`, sleeps `secs`, appends `end <ns>`, then exits
 /// with `code`.
@@ -324,20 +324,14 @@ fn a_redlock_keeps_the_interval_on_every_node() {
     assert!(out.stdout.is_empty());
 }
 
-/// A holder whose command writes its `DISTLOCK_SLOT` to `dir/slot-NAME`, then waits for
-/// `dir/go-NAME` to exist.
-fn slot_holder(redis: &Redis, dir: &Scratch, name: &str, extra: &[&str]) -> Child {
-    spawn(
-        distlock(redis)
-            .args(["run", "-k", "pool", "--limit", "3"])
-            .args(extra)
-            .args(["--", "sh", "-c"])
-            .arg(format!(
-                "echo $DISTLOCK_SLOT > {slot}; while [ ! -e {go} ]; do sleep 0.02; done",
-                slot = dir.str(&format!("slot-{name}")),
-                go = dir.str(&format!("go-{name}")),
-            )),
-    )
+/// A holder of a slot of `pool` (`--limit 3`) whose command says its `DISTLOCK_SLOT`, then
+/// waits for its release.
+fn slot_holder(redis: &Redis, dir: &Scratch, extra: &[&str]) -> Holding {
+    Holder::new(distlock(redis), dir, "pool")
+        .args(&["--limit", "3"])
+        .args(extra)
+        .says("$DISTLOCK_SLOT")
+        .start()
 }
 
 /// Three holders of `--limit 3` get the slots 0, 1 and 2; when one leaves, the next holder
@@ -345,18 +339,13 @@ fn slot_holder(redis: &Redis, dir: &Scratch, name: &str, extra: &[&str]) -> Chil
 #[test]
 fn semaphore_holders_get_distinct_slots_and_a_freed_one_is_reused() {
     let redis = Redis::start();
-    let dir = Scratch::new();
-    let holders: Vec<Child> = ["a", "b", "c"]
+    let dirs: [Scratch; 4] = std::array::from_fn(|_| Scratch::new());
+    let mut holders: Vec<Holding> = dirs[..3]
         .iter()
-        .map(|name| slot_holder(&redis, &dir, name, &[]))
+        .map(|dir| slot_holder(&redis, dir, &[]))
         .collect();
-    let slot = |name: &str| -> u32 {
-        wait_for_file(&dir.path(&format!("slot-{name}")))
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let mut slots: Vec<u32> = ["a", "b", "c"].iter().map(|n| slot(n)).collect();
+    let slot = |holder: &Holding| -> u32 { holder.said().parse().unwrap() };
+    let mut slots: Vec<u32> = holders.iter().map(slot).collect();
     slots.sort_unstable();
     assert_eq!(slots, [0, 1, 2]);
     let out = run(distlock(&redis).args(["status", "-k", "pool"]));
@@ -365,16 +354,14 @@ fn semaphore_holders_get_distinct_slots_and_a_freed_one_is_reused() {
         assert!(text.contains(&format!("  slot      {n}\n")), "{text}");
     }
 
-    let freed = slot("b");
-    let fourth = slot_holder(&redis, &dir, "d", &["--wait", "20s"]);
+    let freed = slot(&holders[1]);
+    let fourth = slot_holder(&redis, &dirs[3], &["--wait", "20s"]);
     wait_until("the fourth to wait in line", || redis.in_line("pool") == 1);
-    std::fs::write(dir.path("go-b"), "").unwrap();
-    assert_eq!(slot("d"), freed);
-    for name in ["a", "c", "d"] {
-        std::fs::write(dir.path(&format!("go-{name}")), "").unwrap();
-    }
-    for holder in holders.into_iter().chain([fourth]) {
-        assert_eq!(finish(holder).status.code(), Some(0));
+    holders[1].release();
+    assert_eq!(slot(&fourth), freed);
+    holders.push(fourth);
+    for holder in holders {
+        assert_eq!(holder.finish().status.code(), Some(0));
     }
     // acquire hands the slot out too.
     let out = run(distlock(&redis).args(["acquire", "-k", "pool", "--limit", "3", "--json"]));

@@ -2,7 +2,7 @@
 
 use std::process::Stdio;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// Many processes increment a counter file with a non-atomic read-sleep-write under the lock,
 /// and mark their critical section with an atomic `mkdir`: a lost update or an overlap fails.
@@ -73,24 +73,15 @@ fn excludes_and_is_excluded_by_other_clients_of_the_same_layout() {
     redis.cmd::<i64>(&["DEL", &key]);
     // While distlock holds it, the other client's SET NX fails, and the value is a bare token.
     let dir = Scratch::new();
-    let mut child = distlock(&redis);
-    child
-        .args(["run", "-k", "shared", "--", "sh", "-c"])
-        .arg(format!(
-            "echo \"$DISTLOCK_TOKEN\" > {}; read _ < {}",
-            dir.str("token"),
-            dir.str("fifo")
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    nix::unistd::mkfifo(&dir.path("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let child = child.spawn().unwrap();
-    let token = wait_for_file(&dir.path("token"));
-    assert_eq!(redis.get(&key).as_deref(), Some(token.trim()));
+    let holder = Holder::new(distlock(&redis), &dir, "shared")
+        .says("\"$DISTLOCK_TOKEN\"")
+        .stdout_piped()
+        .hold();
+    let token = holder.said();
+    assert_eq!(redis.get(&key).as_deref(), Some(token.as_str()));
     let taken: Option<String> = redis.cmd(&["SET", &key, "py-token", "NX", "PX", "60000"]);
     assert_eq!(taken, None);
-    std::fs::write(dir.path("fifo"), "go\n").unwrap();
-    let out = finish(child);
+    let out = holder.finish();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!redis.exists(&key));
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 #[test]
 fn child_code_passes_through_and_stdout_stays_the_childs() {

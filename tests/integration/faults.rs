@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 struct Held {
     holder: std::process::Child,
@@ -157,22 +157,13 @@ fn client_pause_while_held() {
 fn a_short_blip_does_not_kill_a_healthy_job() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    let fifo = dir.path("go");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     // TTL 6s: renewal every 2s, SIGTERM 4.64s after the last confirmed renewal. A 2.2s stop
     // always swallows one renewal and always ends before that deadline.
-    let holder = distlock(&redis)
-        .args(["run", "-k", "blip", "--ttl", "6s", "--", "sh", "-c"])
-        .arg(format!(
-            "echo ready > {}; read _ < {}; echo survived",
-            dir.str("ready"),
-            fifo.display()
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file(&dir.path("ready"));
+    let holder = Holder::new(distlock(&redis), &dir, "blip")
+        .args(&["--ttl", "6s"])
+        .then("echo survived")
+        .stdout_piped()
+        .hold();
     redis.signal(Signal::SIGSTOP);
     let stopped = Instant::now();
     while stopped.elapsed() < Duration::from_millis(2200) {
@@ -184,8 +175,7 @@ fn a_short_blip_does_not_kill_a_healthy_job() {
     wait_until("a renewal after the blip", || {
         redis.pttl(&lock_key("blip")) > 5000
     });
-    std::fs::write(&fifo, "go\n").unwrap();
-    let out = finish(holder);
+    let out = holder.finish();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "survived");
 }

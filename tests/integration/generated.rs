@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 const REGENERATE: &str = "cargo run -q -- generate";
 

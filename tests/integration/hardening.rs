@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::tls::{pki, tls_redis};
-use crate::util::*;
+use crate::fixtures::*;
 
 /// Slack on top of a time bound: process start, scheduling on a loaded 2-CPU machine. Less
 /// than the 1s timeouts the tests use, so that a second timeout is always caught.

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 const PASSWORD: &str = "s3cret-pw";
 

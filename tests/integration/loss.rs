@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::util::*;
+use crate::fixtures::*;
 
 #[test]
 fn renewal_keeps_a_short_ttl_lock_through_a_longer_command() {

@@ -3,7 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod util;
+mod fixtures;
+/// The fixtures' former home, kept as an alias so that tests written against `crate::util`
+/// still build; new tests import `crate::fixtures`.
+mod util {
+    #[allow(unused_imports)]
+    pub use crate::fixtures::*;
+}
 
 mod chaos;
 mod ci;
@@ -27,6 +33,5 @@ mod semaphore;
 mod sentinel;
 mod signals;
 mod tls;
-mod topology;
 mod topology_tls;
 mod waiting;

@@ -7,40 +7,35 @@ use std::sync::mpsc;
 
 use serde_json::Value;
 
-use crate::util::*;
+use crate::fixtures::*;
 
-/// A holder whose command waits on a fifo; returns the process, the fifo, and its scratch dir.
+/// A holder whose command writes its pid to `held` and waits for `let_go`; returns once it
+/// holds, with the process and its scratch dir.
 fn hold(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Child, Scratch) {
-    let (child, dir) = start_run(redis, key, extra, env);
-    read_pid(&dir.path("ready"));
+    let dir = Scratch::new();
+    let child = holder(redis, &dir, key, extra, env).hold().into_child();
     (child, dir)
 }
 
-/// A `distlock run` whose command, once it runs, writes its pid to `ready` and waits on the fifo
-/// `go`; returns at once (a waiter: wait for it with `redis.in_line`).
+/// The same `distlock run`, returned at once (a waiter: wait for it with `redis.in_line`).
 fn start_run(redis: &Redis, key: &str, extra: &[&str], env: &[(&str, &str)]) -> (Child, Scratch) {
     let dir = Scratch::new();
-    nix::unistd::mkfifo(&dir.path("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let mut cmd = distlock(redis);
-    cmd.args(["run", "-k", key])
-        .args(extra)
-        .args(["--", "sh", "-c"])
-        .arg(format!(
-            "echo $$ > {}; read _ < {}",
-            dir.str("ready"),
-            dir.str("go")
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().unwrap();
+    let child = holder(redis, &dir, key, extra, env).start().into_child();
     (child, dir)
+}
+
+fn holder(redis: &Redis, dir: &Scratch, key: &str, extra: &[&str], env: &[(&str, &str)]) -> Holder {
+    let mut holder = Holder::new(distlock(redis), dir, key)
+        .args(extra)
+        .says("$$");
+    for (k, v) in env {
+        holder = holder.env(k, v);
+    }
+    holder
 }
 
 fn let_go(dir: &Scratch) {
-    std::fs::write(dir.path("go"), "go\n").unwrap();
+    release(dir);
 }
 
 fn json(out: &std::process::Output) -> Value {
@@ -83,7 +78,7 @@ fn status_shows_the_holder_and_exits_0_held_1_free() {
         v["holder"]["command"],
         format!(
             "sh -c 'echo $$ > {}; read _ < {}'",
-            dir.str("ready"),
+            dir.str("held"),
             dir.str("go")
         )
     );
@@ -282,7 +277,7 @@ fn break_asks_on_a_terminal() {
 
 /// Wait until a `start_run` command runs (its run holds the lock then).
 fn wait_ran(dir: &Scratch) {
-    read_pid(&dir.path("ready"));
+    read_pid(&dir.path("held"));
 }
 
 fn host() -> String {

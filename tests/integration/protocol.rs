@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use crate::topology::{Cluster, Primaries};
-use crate::util::*;
+use crate::fixtures::topology::{Cluster, Primaries};
+use crate::fixtures::*;
 
 /// Every key under the default prefix, with its type, value and whether it expires: what a
 /// refusing distlock must leave exactly as it was.

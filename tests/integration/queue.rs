@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A holder whose command says when it holds the lock and then waits for `release(dir)`.
 fn holder(redis: &Redis, dir: &Scratch, key: &str, extra: &[&str]) -> Child {
@@ -319,18 +319,9 @@ fn a_release_wakes_one_waiter_whatever_the_line() {
         let log = dir.str("order");
         let first = holder(&redis, &dir, "herd", &["--ttl", "60s"]);
         // The first waiter holds on once it has the lock, like the holder did.
-        let _ = nix::unistd::mkfifo(&next.path("go"), nix::sys::stat::Mode::S_IRWXU);
-        let second = distlock(&redis)
-            .args(["run", "-k", "herd", "--ttl", "60s", "--", "sh", "-c"])
-            .arg(format!(
-                "echo held > {}; read _ < {}",
-                next.str("held"),
-                next.str("go")
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let second = Holder::new(distlock(&redis), &next, "herd")
+            .args(&["--ttl", "60s"])
+            .start();
         wait_until("the first waiter to take its place", || {
             redis.in_line("herd") == 1
         });
@@ -350,8 +341,7 @@ fn a_release_wakes_one_waiter_whatever_the_line() {
             let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM);
             finish(w);
         }
-        release(&next);
-        finish(second);
+        second.finish();
     }
     // The release (which hands over and wakes one) and the first waiter's take-up; another
     // waiter's refresh may fall in the window (one per waiter every 2s), so allow one or two.

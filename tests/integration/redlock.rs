@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::topology::Primaries;
-use crate::util::*;
+use crate::fixtures::topology::Primaries;
+use crate::fixtures::*;
 
 /// distlock pointed at every node of `nodes` (one `--redis` per node: a Redlock).
 fn redlock(nodes: &Primaries) -> Command {
@@ -241,39 +241,22 @@ fn losing_the_quorum_mid_run_kills_the_command_in_time() {
 fn a_node_that_comes_back_empty_does_not_end_the_run() {
     let mut nodes = Primaries::start(3);
     let dir = Scratch::new();
-    let (ready, go) = (dir.str("ready"), dir.str("go"));
     // A long TTL with frequent renewals: a loaded machine that delays a renewal by a second
     // must not end the run, which is not what this test is about.
-    let mut holder = spawn(
-        redlock(&nodes)
-            .args([
-                "run",
-                "-k",
-                "empty",
-                "--ttl",
-                "10s",
-                "--renew-every",
-                "300ms",
-                "--",
-                "sh",
-                "-c",
-            ])
-            .arg(format!(
-                "echo $$ > {ready}; while [ ! -e {go} ]; do sleep 0.02; done"
-            )),
-    );
-    wait_for_file(&dir.path("ready"));
+    let mut holder = Holder::new(redlock(&nodes), &dir, "empty")
+        .args(&["--ttl", "10s", "--renew-every", "300ms"])
+        .says("$$")
+        .hold();
     nodes.restart_empty(1);
     assert!(!nodes.node(1).exists(&lock_key("empty")));
     // Two renewals after the restart (each resets node 0's expiry upwards).
     for _ in 0..2 {
         let before = nodes.node(0).pttl(&lock_key("empty"));
-        wait_while_running("a renewal", &mut holder, || {
+        wait_while_running("a renewal", holder.child(), || {
             nodes.node(0).pttl(&lock_key("empty")) > before
         });
     }
-    std::fs::write(&go, "").unwrap();
-    let out = finish(holder);
+    let out = holder.finish();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for i in 0..3 {
         nothing_left_but_the_fence(&nodes, i, "empty");
@@ -787,10 +770,10 @@ fn a_failing_node_is_named_once_and_the_run_goes_on() {
 /// TLS error; the two others carry the run.
 #[test]
 fn a_node_with_an_untrusted_certificate_is_named_once() {
-    let pki = crate::tls::pki();
-    let other = crate::tls::pki();
+    let pki = crate::fixtures::pki();
+    let other = crate::fixtures::pki();
     let nodes = Primaries::start_with(2, Redis::options().tls(&pki));
-    let stranger_ca = crate::tls::tls_redis(&other, "no");
+    let stranger_ca = crate::fixtures::tls_redis(&other, "no");
     let urls = [nodes.url(0), stranger_ca.url(), nodes.url(1)];
     let mut cmd = redlock_at(&urls);
     cmd.args(["--tls-ca", &pki.dir.str("ca.crt")]);

@@ -5,8 +5,8 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::topology::{Role, role};
-use crate::util::*;
+use crate::fixtures::topology::{Role, role};
+use crate::fixtures::*;
 
 /// A primary and one replica, synced.
 fn pair() -> (Redis, Redis) {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A slot holder whose command records its fence, shows it is inside (`NAME.in`) and stays
 /// until the test lets it go (`NAME.go`).
@@ -186,7 +186,7 @@ fn a_nested_run_keeps_its_parents_slot() {
 /// `--limit 3` over 5 persistent nodes). A mutex over the same nodes runs.
 #[test]
 fn a_redlock_refuses_a_semaphore() {
-    let nodes = crate::topology::Primaries::start(3);
+    let nodes = crate::fixtures::topology::Primaries::start(3);
     let redis_args: Vec<String> = nodes
         .urls()
         .into_iter()

@@ -5,8 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::topology::Sentinel;
-use crate::util::*;
+use crate::fixtures::topology::Sentinel;
+use crate::fixtures::*;
 
 fn at(url: &str) -> Command {
     let mut cmd = bare_distlock();
@@ -81,35 +81,13 @@ fn a_run_survives_failovers_when_its_lock_was_replicated() {
     let mut topo = Sentinel::start(2);
     let url = topo.url();
     let dir = Scratch::new();
-    let fifo = dir.path("go");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     // The TTL must outlast the automatic failover below (down after 1s, then an election and
     // a promotion), which a loaded machine stretches to several seconds; frequent renewals keep
     // the waits short.
-    let mut holder = at(&url)
-        .args([
-            "run",
-            "-k",
-            "fo",
-            "--ttl",
-            "15s",
-            "--renew-every",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "echo held > {}; read _ < {}; echo done > {}",
-            dir.str("held"),
-            fifo.display(),
-            dir.str("done")
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file(&dir.path("held"));
+    let mut holder = Holder::new(at(&url), &dir, "fo")
+        .args(&["--ttl", "15s", "--renew-every", "1s"])
+        .then(&format!("echo done > {}", dir.str("done")))
+        .hold();
     let old = topo.primary();
     let token = topo.node(old).get(&lock_key("fo")).unwrap();
     wait_until("the replicas to have the lock", || {
@@ -118,7 +96,7 @@ fn a_run_survives_failovers_when_its_lock_was_replicated() {
     let new = topo.failover();
     // A renewal lands on the new primary (it no longer replicates the old one, so a longer
     // expiry there is distlock's doing), while the command runs on.
-    wait_renewed_on(topo.node(new), &lock_key("fo"), &mut holder);
+    wait_renewed_on(topo.node(new), &lock_key("fo"), holder.child());
     topo.settle_now();
 
     // Now the automatic path: the primary dies; the sentinels promote a replica.
@@ -128,10 +106,9 @@ fn a_run_survives_failovers_when_its_lock_was_replicated() {
             .all(|i| topo.node(i).get(&lock_key("fo")) == Some(token.clone()))
     });
     let newer = topo.kill_primary();
-    wait_renewed_on(topo.node(newer), &lock_key("fo"), &mut holder);
+    wait_renewed_on(topo.node(newer), &lock_key("fo"), holder.child());
 
-    std::fs::write(&fifo, "go\n").unwrap();
-    let out = finish(holder);
+    let out = holder.finish();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(wait_for_file(&dir.path("done")), "done\n");
     // Released on the primary the sentinels name (the same node, unless a loaded machine made
@@ -248,20 +225,9 @@ fn the_line_survives_a_failover() {
     let url = topo.url();
     let dir = Scratch::new();
     let log = dir.str("log");
-    let fifo = dir.path("go");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let holder = at(&url)
-        .args(["run", "-k", "line", "--", "sh", "-c"])
-        .arg(format!(
-            "echo held > {}; read _ < {}; echo holder >> {log}",
-            dir.str("held"),
-            fifo.display()
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file(&dir.path("held"));
+    let holder = Holder::new(at(&url), &dir, "line")
+        .then(&format!("echo holder >> {log}"))
+        .hold();
     let waiter = at(&url)
         .args(["run", "-k", "line", "--", "sh", "-c"])
         .arg(format!("echo waiter >> {log}"))
@@ -275,8 +241,7 @@ fn the_line_survives_a_failover() {
     });
     let new = topo.failover();
     assert_ne!(new, old);
-    std::fs::write(&fifo, "go\n").unwrap();
-    let out = finish(holder);
+    let out = holder.finish();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = finish(waiter);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::util::*;
+use crate::fixtures::*;
 
 fn pid_of(child: &std::process::Child) -> Pid {
     Pid::from_raw(child.id() as i32)
@@ -188,23 +188,12 @@ fn a_killed_guard_is_replaced() {
 fn the_guard_lives_beside_the_command_and_goes_away_with_distlock() {
     let redis = Redis::start();
     let dir = Scratch::new();
-    nix::unistd::mkfifo(&dir.path("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let holder = distlock(&redis)
-        .args(["run", "-k", "guard", "--", "sh", "-c"])
-        .arg(format!(
-            "echo $$ > {}; read _ < {}",
-            dir.str("group"),
-            dir.str("go")
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    read_pid(&dir.path("group"));
-    let distlock_pid = pid_of(&holder);
+    let holder = Holder::new(distlock(&redis), &dir, "guard")
+        .says("$$")
+        .hold();
+    let distlock_pid = holder.pid();
     wait_until("the guard to start", || guard_of(distlock_pid));
-    std::fs::write(dir.path("go"), "go\n").unwrap();
-    assert_eq!(finish(holder).status.code(), Some(0));
+    assert_eq!(holder.finish().status.code(), Some(0));
     // The guard was distlock's child; after distlock's exit, init adopts it (or reaps it).
     wait_until("the guard to exit", || {
         !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {

@@ -1,47 +1,6 @@
 //! rediss://: a server with a private CA, with and without client certificates.
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-
-use crate::util::*;
-
-pub struct Pki {
-    pub dir: Scratch,
-}
-
-/// A CA, a server certificate for localhost/127.0.0.1, and a client certificate, as PEM files.
-pub fn pki() -> Pki {
-    let dir = Scratch::new();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    // Distinct names: a leaf whose subject equals its issuer's looks self-signed to OpenSSL.
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "distlock test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let write = |name: &str, text: String| std::fs::write(dir.path(name), text).unwrap();
-    write("ca.crt", ca_cert.pem());
-    for who in ["server", "client"] {
-        let key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, who);
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        write(&format!("{who}.crt"), cert.pem());
-        write(&format!("{who}.key"), key.serialize_pem());
-    }
-    Pki { dir }
-}
-
-/// A server that speaks only TLS, with `pki`'s certificates; `auth_clients` (`yes` or `no`):
-/// whether clients must show a certificate.
-pub fn tls_redis(pki: &Pki, auth_clients: &str) -> Redis {
-    Redis::options()
-        .tls(pki)
-        .args(&["--tls-auth-clients", auth_clients])
-        .start()
-}
+use crate::fixtures::*;
 
 #[test]
 fn tls_with_a_private_ca() {

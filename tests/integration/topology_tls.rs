@@ -15,9 +15,8 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::tls::{Pki, pki};
-use crate::topology::{Cluster, Primaries, Sentinel};
-use crate::util::*;
+use crate::fixtures::topology::{Cluster, Primaries, Sentinel};
+use crate::fixtures::*;
 
 const USER: &str = "locker";
 const PASSWORD: &str = "Locker-pw-7f3a";
@@ -175,32 +174,13 @@ fn wait_running(child: &mut Child, what: &str, mut condition: impl FnMut() -> bo
 }
 
 /// A `run` of `key` whose command says it holds the lock and waits for `let_go`.
-fn hold(cmd: &mut Command, dir: &Scratch, key: &str) -> Child {
-    let fifo = dir.path("go");
-    let _ = std::fs::remove_file(&fifo);
-    let _ = std::fs::remove_file(dir.path("held"));
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let mut child = cmd
-        .args(["run", "-k", key, "--", "sh", "-c"])
-        .arg(format!(
-            "echo held > {}; read _ < {}",
-            dir.str("held"),
-            fifo.display()
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_running(&mut child, "the command to hold the lock", || {
-        dir.path("held").exists()
-    });
-    child
+fn hold(cmd: Command, dir: &Scratch, key: &str) -> Holding {
+    Holder::new(cmd, dir, key).stdout_piped().hold()
 }
 
 /// End the command of `hold`; its run must end with 0.
-fn let_go(dir: &Scratch, holder: Child) {
-    std::fs::write(dir.path("go"), "go\n").unwrap();
-    let out = finish(holder);
+fn let_go(holder: Holding) {
+    let out = holder.finish();
     assert_no_password(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
@@ -271,7 +251,7 @@ fn redlock_over_tls_as_the_documented_acl_user() {
     assert!(urls(PASSWORD).starts_with("rediss://"));
     let url = urls(PASSWORD);
     let dir = Scratch::new();
-    let holder = hold(&mut at(&url, &pki), &dir, "rl");
+    let holder = hold(at(&url, &pki), &dir, "rl");
     // The same token on a majority (a node slower than --node-timeout may have missed it).
     let tokens: Vec<String> = (0..3)
         .filter_map(|i| nodes.node(i).get(&lock_key("rl")))
@@ -290,7 +270,7 @@ fn redlock_over_tls_as_the_documented_acl_user() {
             subscribers.1 > 0
         })
     });
-    let_go(&dir, holder);
+    let_go(holder);
     assert_woken(waiting);
     for i in 0..3 {
         assert!(!nodes.node(i).exists(&lock_key("rl")), "node {i}");
@@ -332,7 +312,7 @@ fn sentinel_over_tls_as_the_documented_acl_users() {
     let same = with_user(&base, USER, PASSWORD);
     let url = own(PASSWORD, SENTINEL_PASSWORD);
     let dir = Scratch::new();
-    let holder = hold(&mut at(&url, &pki), &dir, "sl");
+    let holder = hold(at(&url, &pki), &dir, "sl");
     let primary = topo.primary();
     assert!(topo.node(primary).exists(&lock_key("sl")));
     let out = expect(at(&same, &pki).args(["status", "-k", "sl"]), 0);
@@ -343,7 +323,7 @@ fn sentinel_over_tls_as_the_documented_acl_users() {
     wait_running(&mut waiting, "the waiter to take its place in line", || {
         topo.node(primary).in_line("sl") == 1
     });
-    let_go(&dir, holder);
+    let_go(holder);
     assert_woken(waiting);
     assert!(!topo.node(primary).exists(&lock_key("sl")));
 
@@ -403,7 +383,7 @@ fn cluster_over_tls_as_the_documented_acl_user() {
     let key = cluster.key_on(1, "moved");
     let dir = Scratch::new();
     // The plain URL names node 0; the lock's slot is on node 1.
-    let holder = hold(&mut at(&node0, &pki), &dir, &key);
+    let holder = hold(at(&node0, &pki), &dir, &key);
     assert!(cluster.node(1).exists(&lock_key(&key)));
     let out = expect(at(&seeds, &pki).args(["status", "-k", &key]), 0);
     assert!(stdout(&out).contains("is held"), "{}", stdout(&out));
@@ -411,7 +391,7 @@ fn cluster_over_tls_as_the_documented_acl_user() {
     wait_running(&mut waiting, "the waiter to take its place in line", || {
         cluster.node(1).in_line(&key) == 1
     });
-    let_go(&dir, holder);
+    let_go(holder);
     assert_woken(waiting);
     assert!(!cluster.node(1).exists(&lock_key(&key)));
 

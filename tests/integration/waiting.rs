@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::util::*;
+use crate::fixtures::*;
 
 /// A holder that crashed leaves its key to expire; nothing is published. A waiter must take the
 /// lock as soon as it expires, in both modes, without waiting for a notification.

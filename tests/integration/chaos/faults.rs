@@ -23,8 +23,8 @@ use nix::unistd::Pid;
 
 use super::plan::{KEYS, MAX_TTL_MS, Plan, ProcFault, ServerFault, TTLS_MS, node_name};
 use super::{Ctx, Live, MS, now_ns, sleep_until};
-use crate::topology::Primaries;
-use crate::util::lock_key;
+use crate::fixtures::lock_key;
+use crate::fixtures::topology::Primaries;
 
 /// A restart of a server that forgets its locks, as executed: SIGKILL sent, server reaped, new
 /// server answering.

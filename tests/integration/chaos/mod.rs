@@ -136,8 +136,8 @@ use checker::{Checker, Evidence, Leftovers, parse_log};
 use faults::Restart;
 use plan::{CONTENDERS, Form, KEYS, MAX_TTL_MS, Params, Plan, Topology, WaitKind, node_name};
 
-use crate::topology::Primaries;
-use crate::util::{Scratch, bare_distlock};
+use crate::fixtures::topology::Primaries;
+use crate::fixtures::{Scratch, bare_distlock};
 
 const DEFAULT_SECS: u64 = 20;
 /// Every process the test starts carries `CHAOS_RUN_ID=<unique id>`, so that any survivor can be

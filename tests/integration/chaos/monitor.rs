@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::now_ns;
 use super::plan::KEYS;
-use crate::util::lock_key;
+use crate::fixtures::lock_key;
 
 /// One look at every key, read in one MULTI (allowed during `CLIENT PAUSE WRITE`), sent at
 /// `sent` and answered at `recv`: the server's clock, and per key (in the order of [`KEYS`])

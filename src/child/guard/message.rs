@@ -1,0 +1,49 @@
+//! The messages on the guard's pipe, as distlock writes them and the guard reads them: each
+//! one `write`, shorter than PIPE_BUF, so that each arrives whole whichever thread makes it.
+//!
+//! Boundary: the bytes only; who sends what is `line.rs`'s and `handle.rs`'s, what the guard
+//! does with them `process.rs`'s.
+
+use nix::sys::signal::Signal;
+
+use crate::clock::Moment;
+
+/// Messages on the pipe, each one `write` shorter than PIPE_BUF (so each arrives whole):
+/// * `g` and the group (4 native-endian bytes): guard this group;
+/// * `t`, the two deadlines (8 bytes each: nanoseconds on CLOCK_BOOTTIME) and the kill signal
+///   (4 bytes): the kill deadlines, moved;
+/// * `k`: distlock is killing the group itself;
+/// * `f`: the group is gone: forget it;
+/// * `d`: disarmed.
+pub(super) const WATCH: u8 = b'g';
+pub(super) const DEADLINE: u8 = b't';
+pub(super) const DISTLOCK_KILLS: u8 = b'k';
+pub(super) const FORGET: u8 = b'f';
+pub(super) const DISARM: u8 = b'd';
+pub(super) const WATCH_LEN: usize = 5;
+pub(super) const DEADLINE_LEN: usize = 21;
+
+/// The message "guard the group `group`", as the guard reads it.
+pub fn watch_message(group: libc::pid_t) -> [u8; WATCH_LEN] {
+    let mut message = [WATCH; WATCH_LEN];
+    message[1..].copy_from_slice(&group.to_ne_bytes());
+    message
+}
+
+/// The message "the kill deadlines are now `term` and `kill`, the kill signal `signal`".
+pub(super) fn deadline_message(deadline: Deadline, signal: Signal) -> [u8; DEADLINE_LEN] {
+    let mut message = [DEADLINE; DEADLINE_LEN];
+    message[1..9].copy_from_slice(&deadline.term.as_nanos().to_ne_bytes());
+    message[9..17].copy_from_slice(&deadline.kill.as_nanos().to_ne_bytes());
+    message[17..].copy_from_slice(&(signal as i32).to_ne_bytes());
+    message
+}
+
+/// The kill deadlines the guard holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Deadline {
+    /// When to send the kill signal.
+    pub(super) term: Moment,
+    /// When to send SIGKILL.
+    pub(super) kill: Moment,
+}

@@ -1,0 +1,285 @@
+//! Breaking against the fake lock: by id, all, the question, a free lock, a split.
+
+use super::*;
+use std::time::{Duration, SystemTime};
+
+use crate::commands::Exit;
+use crate::commands::inspect::view::View;
+use crate::lock::fake::FakeLock;
+use crate::output::{Format, Level, Output};
+
+const A: &str = "3f2a9c1e-0000-4000-8000-000000000001";
+const B: &str = "3f2a9d00-0000-4000-8000-000000000002";
+const C: &str = "9b07d2aa-0000-4000-8000-000000000003";
+
+fn quiet() -> Output {
+    Output::new(Level::Quiet, Format::Text, Vec::new())
+}
+
+fn budget() -> Budget {
+    Budget::within(Duration::from_secs(1))
+}
+
+/// A semaphore of 3 held by A, B and C, and the state `status` would show.
+fn pool() -> (FakeLock, crate::lock::LockState) {
+    let lock = FakeLock::new();
+    for token in [A, B, C] {
+        lock.hold(token, 3, Duration::from_secs(60));
+    }
+    let mut state = lock.client().inspect(&budget()).unwrap();
+    // The fake reports no fences: give them in the order of the grants.
+    for held in &mut state.holders {
+        held.fence = [A, B, C]
+            .iter()
+            .position(|t| held.token.as_deref() == Some(*t))
+            .map(|i| i as u64);
+    }
+    (lock, state)
+}
+
+fn holders(lock: &FakeLock) -> Vec<String> {
+    let mut tokens: Vec<String> = lock.world().holders.keys().cloned().collect();
+    tokens.sort();
+    tokens
+}
+
+fn brk(
+    lock: &FakeLock,
+    state: &crate::lock::LockState,
+    holder: Option<&str>,
+    consent: Consent<'_>,
+) -> Result<Exit, Error> {
+    let name = crate::lock::LockName::new("fake:", "k");
+    let view = View::new(&name, state, SystemTime::now());
+    break_holders(
+        &mut lock.client(),
+        &view,
+        holder,
+        consent,
+        &budget,
+        &quiet(),
+    )
+}
+
+#[test]
+fn one_holder_by_its_id() {
+    let (lock, state) = pool();
+    assert_eq!(
+        brk(&lock, &state, Some("9b07"), Consent::Given).unwrap(),
+        Exit::Code(0)
+    );
+    assert_eq!(holders(&lock), [A, B]);
+    // Again: it is gone, and the id names nobody now.
+    let state = {
+        let mut s = lock.client().inspect(&budget()).unwrap();
+        s.holders.iter_mut().for_each(|h| h.fence = Some(1));
+        s
+    };
+    assert_eq!(
+        brk(&lock, &state, Some("9b07"), Consent::Given).unwrap(),
+        Exit::Code(1)
+    );
+    assert_eq!(holders(&lock), [A, B]);
+}
+
+#[test]
+fn an_ambiguous_id_is_refused_with_the_ids() {
+    let (lock, state) = pool();
+    match brk(&lock, &state, Some("3f2a9"), Consent::Given) {
+        Err(Error::Usage(msg)) => {
+            assert!(msg.contains("matches 2 holders"), "{msg}");
+            assert!(
+                msg.contains("3f2a9c1e") && msg.contains("3f2a9d00"),
+                "{msg}"
+            );
+            assert!(msg.contains("give more of the id"), "{msg}");
+        }
+        other => panic!("expected a usage error, got {other:?}"),
+    }
+    assert_eq!(holders(&lock), [A, B, C], "nothing broken");
+    // One more character tells them apart.
+    assert_eq!(
+        brk(&lock, &state, Some("3f2a9c"), Consent::Given).unwrap(),
+        Exit::Code(0)
+    );
+    assert_eq!(holders(&lock), [B, C]);
+}
+
+#[test]
+fn all_holders_shown_and_only_those() {
+    let (lock, state) = pool();
+    // B leaves and D takes its slot after the state was shown: D is not broken.
+    lock.client()
+        .release(&Token::from_text(B), &budget())
+        .unwrap();
+    lock.hold("d-newcomer-000000", 3, Duration::from_secs(60));
+    assert_eq!(
+        brk(&lock, &state, None, Consent::Given).unwrap(),
+        Exit::Code(0)
+    );
+    assert_eq!(holders(&lock), ["d-newcomer-000000"]);
+    // Nothing left of those shown: 1.
+    assert_eq!(
+        brk(&lock, &state, None, Consent::Given).unwrap(),
+        Exit::Code(1)
+    );
+}
+
+#[test]
+fn the_question_shows_the_holders_and_no_means_no() {
+    let (lock, state) = pool();
+    let mut asked = String::new();
+    let mut no = |text: &str| {
+        asked = text.to_owned();
+        false
+    };
+    assert_eq!(
+        brk(&lock, &state, None, Consent::Ask(&mut no)).unwrap(),
+        Exit::Code(1)
+    );
+    assert!(
+        asked.starts_with("lock \"k\" is held: 3 of 3 slots"),
+        "{asked}"
+    );
+    assert!(asked.ends_with("Break all 3 holders? Each loses its slot (distlock run terminates its command at the next renewal). [y/N] "), "{asked}");
+    assert_eq!(holders(&lock), [A, B, C]);
+    match brk(&lock, &state, Some("9b07d2aa"), Consent::Impossible) {
+        Err(Error::Usage(msg)) => assert!(
+            msg.starts_with("refusing to break holder 9b07d2aa of lock \"k\" (")
+                && msg.ends_with("without --yes: there is no terminal to ask on"),
+            "{msg}"
+        ),
+        other => panic!("expected a usage error, got {other:?}"),
+    }
+    let mut yes = |text: &str| text.contains("Break holder 9b07d2aa (another client)?");
+    assert_eq!(
+        brk(&lock, &state, Some("9b07d2aa"), Consent::Ask(&mut yes)).unwrap(),
+        Exit::Code(0)
+    );
+    assert_eq!(holders(&lock), [A, B]);
+}
+
+#[test]
+fn a_free_lock_has_nothing_to_break() {
+    let lock = FakeLock::new();
+    let state = crate::lock::LockState::default();
+    assert_eq!(
+        brk(&lock, &state, None, Consent::Impossible).unwrap(),
+        Exit::Code(1)
+    );
+    assert_eq!(
+        brk(&lock, &state, Some("abcd"), Consent::Given).unwrap(),
+        Exit::Code(1)
+    );
+}
+
+/// A split over three nodes: A on the first, B on the second, the third free; the fake
+/// holds both tokens (as slots of 2, so that it keeps both).
+fn split() -> (FakeLock, crate::lock::Survey) {
+    use crate::lock::{NodeView, Survey};
+    let lock = FakeLock::new();
+    lock.hold(A, 2, Duration::from_secs(60));
+    lock.hold(B, 2, Duration::from_secs(60));
+    let state = lock.client().inspect(&budget()).unwrap();
+    let on = |token: &str| crate::lock::LockState {
+        holders: state
+            .holders
+            .iter()
+            .filter(|h| h.token.as_deref() == Some(token))
+            .cloned()
+            .collect(),
+        limit: 1,
+        waiters: Vec::new(),
+    };
+    let survey = Survey {
+        agreed: None,
+        nodes: vec![
+            NodeView {
+                address: "redis://a".into(),
+                state: Ok(on(A)),
+            },
+            NodeView {
+                address: "redis://b".into(),
+                state: Ok(on(B)),
+            },
+            NodeView {
+                address: "redis://c".into(),
+                state: Ok(crate::lock::LockState::default()),
+            },
+        ],
+    };
+    (lock, survey)
+}
+
+fn brk_split(
+    lock: &FakeLock,
+    survey: &crate::lock::Survey,
+    holder: Option<&str>,
+    consent: Consent<'_>,
+) -> Result<Exit, Error> {
+    let name = crate::lock::LockName::new("fake:", "k");
+    let view = View::surveyed(&name, survey, SystemTime::now());
+    assert!(view.split);
+    break_split(
+        &mut lock.client(),
+        &view,
+        holder,
+        consent,
+        &budget,
+        &quiet(),
+    )
+}
+
+#[test]
+fn a_split_releases_every_token_a_node_holds_after_consent() {
+    let (lock, survey) = split();
+    match brk_split(&lock, &survey, None, Consent::Impossible) {
+        Err(Error::Usage(msg)) => {
+            assert!(msg.starts_with("refusing to break the split lock \"k\" (2 tokens: "));
+            assert!(
+                msg.contains("3f2a9c1e (held by another client) on 1 of the 3 nodes: redis://a")
+            );
+            assert!(
+                msg.contains("3f2a9d00 (held by another client) on 1 of the 3 nodes: redis://b")
+            );
+        }
+        other => panic!("expected a usage error, got {other:?}"),
+    }
+    let mut asked = String::new();
+    let mut no = |text: &str| {
+        asked = text.to_owned();
+        false
+    };
+    assert_eq!(
+        brk_split(&lock, &survey, None, Consent::Ask(&mut no)).unwrap(),
+        Exit::Code(1)
+    );
+    assert!(asked.starts_with("lock \"k\" is split"), "{asked}");
+    assert!(asked.contains("Release all 2 tokens"), "{asked}");
+    assert_eq!(holders(&lock), [A, B]);
+    // An id names one token; an id of both is refused; an unknown one breaks nothing.
+    assert!(matches!(
+        brk_split(&lock, &survey, Some("3f2a9"), Consent::Given),
+        Err(Error::Usage(_))
+    ));
+    assert_eq!(
+        brk_split(&lock, &survey, Some("ffff"), Consent::Given).unwrap(),
+        Exit::Code(1)
+    );
+    assert_eq!(
+        brk_split(&lock, &survey, Some("3f2a9d"), Consent::Given).unwrap(),
+        Exit::Code(0)
+    );
+    assert_eq!(holders(&lock), [A]);
+    // All: A is released, B is gone already (not an error).
+    assert_eq!(
+        brk_split(&lock, &survey, None, Consent::Given).unwrap(),
+        Exit::Code(0)
+    );
+    assert!(holders(&lock).is_empty());
+    // Nothing of what was shown is left: 1.
+    assert_eq!(
+        brk_split(&lock, &survey, None, Consent::Given).unwrap(),
+        Exit::Code(1)
+    );
+}

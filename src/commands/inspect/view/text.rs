@@ -1,0 +1,288 @@
+//! A [`View`] as text for people: `status` (and `break` before its question), and a row of
+//! `list`. Everything a holder says about itself is escaped here.
+
+use super::{Shown, View};
+use crate::lock::{HolderTtl, Waiting};
+use crate::output;
+
+impl View<'_> {
+    /// Several lines about the lock, for people (`status`, and `break` before its question).
+    pub fn text(&self) -> String {
+        let key = output::quote(self.name.key());
+        if self.split {
+            return self.split_text();
+        }
+        let mut text = match (self.holders.as_slice(), self.is_semaphore()) {
+            ([], _) => format!("lock {key} is free\n"),
+            ([only], false) if only.held.cooldown.is_some() => {
+                // Kept taken after a run that succeeded: nobody may take it until it expires.
+                let mut text = format!("lock {key} is cooling down (it ran recently)\n");
+                self.holder_rows(&mut text, only, false);
+                text
+            }
+            ([only], false) => {
+                let mut text = format!("lock {key} is held\n");
+                self.holder_rows(&mut text, only, false);
+                text
+            }
+            (holders, _) => {
+                let mut text = format!(
+                    "lock {key} is held: {} of {} slots (a semaphore)\n",
+                    holders.len(),
+                    self.limit
+                );
+                // A blank line before each holder's rows, and before the line after them.
+                for shown in holders {
+                    text.push('\n');
+                    self.holder_rows(&mut text, shown, true);
+                }
+                if !self.waiters.is_empty() {
+                    text.push('\n');
+                }
+                text
+            }
+        };
+        if !self.waiters.is_empty() {
+            text.push_str(&match self.waiters.len() {
+                1 => "1 waiting:\n".to_owned(),
+                n => format!("{n} waiting, first in line first:\n"),
+            });
+            for (i, waiting) in self.waiters.iter().enumerate() {
+                text.push_str(&format!("  {}. {}\n", i + 1, self.waiter_line(waiting)));
+            }
+        }
+        text.push_str(&self.silent_nodes_text());
+        text
+    }
+
+    /// The nodes of a Redlock that did not answer, for people: how many, and what the lock
+    /// can still lose, then a line per node with its error. Empty when every node answered.
+    fn silent_nodes_text(&self) -> String {
+        let silent: Vec<(&str, &str)> = self
+            .nodes
+            .iter()
+            .filter_map(|node| node.state.as_ref().err().map(|e| (node.address, *e)))
+            .collect();
+        if silent.is_empty() {
+            return String::new();
+        }
+        let nodes = self.nodes.len();
+        let needed = nodes / 2 + 1;
+        let answered = nodes - silent.len();
+        let margin = output::node_margin(answered, needed);
+        let mut text = format!(
+            "{} of the {nodes} nodes did not answer (the lock works with the other {answered}; \
+             a Redlock of {nodes} needs {needed}, so {margin}):\n",
+            silent.len()
+        );
+        for (address, error) in silent {
+            text.push_str(&format!(
+                "  node {}: {}\n",
+                output::sanitize(address),
+                output::sanitize(error)
+            ));
+        }
+        text
+    }
+
+    /// The rows about one holder; a semaphore's start with its id.
+    fn holder_rows(&self, text: &mut String, shown: &Shown<'_>, with_id: bool) {
+        let held = shown.held;
+        let mut row = |label: &str, value: String| {
+            text.push_str(&format!("  {label:<9} {}\n", output::sanitize(&value)));
+        };
+        if with_id {
+            row("id", shown.id.clone().unwrap_or_else(|| "?".into()));
+        }
+        match &held.holder {
+            Some(h) => {
+                let mut who = h.host.clone().unwrap_or_else(|| "?".into());
+                if let Some(pid) = h.pid {
+                    who.push_str(&format!(", pid {pid}"));
+                }
+                if let Some(user) = &h.user {
+                    who.push_str(&format!(", user {user}"));
+                }
+                row("holder", who);
+                if let Some(command) = &h.command {
+                    row("command", command.clone());
+                }
+                if let Some(note) = &h.note {
+                    row("note", note.clone());
+                }
+                if let Some(url) = &h.ci_url {
+                    row("ci job", url.clone());
+                }
+                if let (Some(kind), Some(version)) = (&h.kind, &h.version) {
+                    row("via", format!("distlock {version} {kind}"));
+                }
+            }
+            None => row(
+                "holder",
+                "another client (it stores no distlock metadata)".into(),
+            ),
+        }
+        if let Some(slot) = held.slot {
+            row("slot", slot.to_string());
+        }
+        if let (Some(cool), HolderTtl::Expires(left)) = (&held.cooldown, held.ttl) {
+            // The run is over: when it started and ended, and when the next may start.
+            if let Some(ran_for) = held.held_for {
+                let since = self
+                    .since(ran_for)
+                    .map(|a| format!(" (at {a})"))
+                    .unwrap_or_default();
+                row(
+                    "started",
+                    format!("{} ago{since}", output::duration(ran_for)),
+                );
+            }
+            let ended = self
+                .since(cool.ended_ago)
+                .map(|a| format!(" (at {a})"))
+                .unwrap_or_default();
+            row(
+                "ended",
+                format!("{} ago{ended}", output::duration(cool.ended_ago)),
+            );
+            let free_at = self
+                .until(left)
+                .map(|a| format!(" (at {a})"))
+                .unwrap_or_default();
+            row(
+                "next run",
+                format!(
+                    "may start in {}{free_at}: {}",
+                    output::duration(left),
+                    cool.flags()
+                ),
+            );
+        } else {
+            if let Some(held_for) = held.held_for {
+                let since = self
+                    .since(held_for)
+                    .map(|a| format!(" (since {a})"))
+                    .unwrap_or_default();
+                row("held for", format!("{}{since}", output::duration(held_for)));
+            }
+            row(
+                "expires",
+                match held.ttl {
+                    HolderTtl::Expires(d) => format!("in {} unless renewed", output::duration(d)),
+                    HolderTtl::Never => "never (set without expiry)".into(),
+                },
+            );
+        }
+        if let Some(fence) = held.fence {
+            row("fence", fence.to_string());
+        }
+    }
+
+    /// A split, for people: that no holder has a majority, then what each node holds.
+    fn split_text(&self) -> String {
+        let mut text = format!(
+            "lock {} is split: no holder has a majority of the {} nodes (after partial \
+             acquires, or a node that lost its data; it resolves when their locks expire)\n",
+            output::quote(self.name.key()),
+            self.nodes.len()
+        );
+        for node in &self.nodes {
+            let seen = match &node.state {
+                Ok(view) if view.holders.is_empty() => "free".to_owned(),
+                Ok(view) => view.id_list(),
+                Err(e) => format!("no answer ({})", output::sanitize(e)),
+            };
+            text.push_str(&format!(
+                "  node {}: {seen}\n",
+                output::sanitize(node.address)
+            ));
+        }
+        text
+    }
+
+    /// One line about a waiter: `ci-7, pid 4121, waiting for 12s (since ...); note "x"; CI job URL`.
+    fn waiter_line(&self, waiting: &Waiting) -> String {
+        let mut line = match &waiting.holder {
+            Some(h) => {
+                let mut who = output::sanitize(h.host.as_deref().unwrap_or("?"));
+                if let Some(pid) = h.pid {
+                    who.push_str(&format!(", pid {pid}"));
+                }
+                who
+            }
+            None => "an unnamed waiter".to_owned(),
+        };
+        if let Some(waited) = waiting.waited {
+            line.push_str(&format!(", waiting for {}", output::duration(waited)));
+            if let Some(since) = self.since(waited) {
+                line.push_str(&format!(" (since {since})"));
+            }
+        }
+        if let Some(h) = &waiting.holder {
+            if let Some(note) = &h.note {
+                line.push_str(&format!("; note {}", output::quote(note)));
+            }
+            if let Some(url) = &h.ci_url {
+                line.push_str(&format!("; CI job {}", output::sanitize(url)));
+            }
+        }
+        line
+    }
+
+    /// The row of `list`: key, holder(s), held for, expires in, waiting, command or note (not
+    /// yet escaped).
+    pub fn row(&self) -> [String; 6] {
+        if self.split {
+            return [
+                self.name.key().to_owned(),
+                "(split)".into(),
+                "-".into(),
+                "-".into(),
+                self.waiters.len().to_string(),
+                format!("no holder has a majority of the {} nodes", self.nodes.len()),
+            ];
+        }
+        let first = self.holders.first().map(|shown| shown.held);
+        let holder = first.and_then(|h| h.holder.as_deref());
+        let mut who = match first {
+            None => "(free)".to_owned(),
+            Some(_) => holder.map_or_else(
+                || "(other client)".to_owned(),
+                |h| match (&h.host, h.pid) {
+                    (Some(host), Some(pid)) => format!("{host}:{pid}"),
+                    (Some(host), None) => host.clone(),
+                    (None, Some(pid)) => format!("pid {pid}"),
+                    (None, None) => "?".into(),
+                },
+            ),
+        };
+        if self.is_semaphore() {
+            who = format!("{}/{} {who}", self.holders.len(), self.limit);
+        }
+        [
+            self.name.key().to_owned(),
+            who,
+            match first {
+                None => "-".into(),
+                Some(h) => h.held_for.map_or_else(|| "?".into(), output::duration),
+            },
+            match first.map(|h| h.ttl) {
+                None => "-".into(),
+                Some(HolderTtl::Expires(d)) => output::duration(d),
+                Some(HolderTtl::Never) => "never".into(),
+            },
+            self.waiters.len().to_string(),
+            format!(
+                "{}{}",
+                if first.is_some_and(|h| h.cooldown.is_some()) {
+                    "(cooling down) "
+                } else {
+                    ""
+                },
+                holder
+                    .and_then(|h| h.note.clone().or_else(|| h.command.clone()))
+                    .unwrap_or_default()
+            ),
+        ]
+    }
+}
