@@ -108,7 +108,7 @@ pub struct GlobalArgs {
         global = true,
         value_name = "PREFIX",
         env = "DISTLOCK_PREFIX",
-        default_value = crate::config::DEFAULT_PREFIX
+        default_value = crate::lock::DEFAULT_PREFIX
     )]
     pub prefix: String,
 

@@ -77,7 +77,7 @@ pub fn held_by_ancestor(lock: &dyn Lock, prefix: &str) -> Option<(Held, Source)>
     }
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let same_prefix =
-        var("DISTLOCK_PREFIX").map_or(prefix == crate::config::DEFAULT_PREFIX, |p| p == prefix);
+        var("DISTLOCK_PREFIX").map_or(prefix == crate::lock::DEFAULT_PREFIX, |p| p == prefix);
     match (var("DISTLOCK_KEY"), var("DISTLOCK_TOKEN")) {
         (Some(key), Some(token)) if key == lock.name().key() && same_prefix => Some((
             Held {

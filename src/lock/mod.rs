@@ -50,7 +50,7 @@ use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 use crate::clock::Moment;
 
 pub use holder::{CoolDown, HeldBy, Holder};
-pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
+pub use name::{DEFAULT_PREFIX, LockName, validate_key, validate_pattern, validate_prefix};
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
