@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::exit;
+use crate::exit::Code;
 
 /// Run a command as a critical section guarded by a Redis lock.
 ///
@@ -295,7 +295,7 @@ pub struct TakeArgs {
         long,
         value_name = "CODE",
         env = "DISTLOCK_CONFLICT_EXIT_CODE",
-        default_value_t = exit::BUSY
+        default_value_t = Code::Busy.get()
     )]
     pub conflict_exit_code: u8,
 

@@ -696,7 +696,7 @@ fn acquire_config(
     )?;
     // `-E 0` turns "busy" into a success: with --env-file, the job would go on without the lock
     // (and without its values), the very thing --env-file is there to prevent.
-    if args.env_file.is_some() && take.busy_exit == crate::exit::SUCCESS {
+    if args.env_file.is_some() && take.busy_exit == crate::exit::Code::Success.get() {
         return Err(Error::Usage(
             origins.blame(
                 "conflict_exit_code",

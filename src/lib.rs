@@ -47,8 +47,9 @@ pub mod wait;
 /// and the man pages use the plain `CARGO_PKG_VERSION`.
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("DISTLOCK_BUILD_INFO"));
 
-use crate::commands::Exit;
 use crate::config::{CommandConfig, Config};
+use crate::exit::Code;
+use crate::exit::Exit;
 
 /// Parse the command line, run the subcommand, and exit (or die of the child's signal).
 pub fn main() -> ! {
@@ -139,7 +140,7 @@ fn usage_error(err: clap::Error, command: &clap::Command, args: &[std::ffi::OsSt
     ) {
         let _ = err.print();
         let code = if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-            exit::USAGE
+            Code::Usage.get()
         } else {
             0
         };
@@ -155,13 +156,13 @@ fn usage_error(err: clap::Error, command: &clap::Command, args: &[std::ffi::OsSt
     if let Some(first) = lines.next() {
         out.error(
             output::Ev::UsageError,
-            output::Msg::new(first).exit(exit::USAGE),
+            output::Msg::new(first).exit(Code::Usage.get()),
         );
     }
     for tip in lines {
         out.error(output::Ev::UsageTip, tip);
     }
-    std::process::exit(i32::from(exit::USAGE))
+    std::process::exit(i32::from(Code::Usage.get()))
 }
 
 /// The message format asked for by a command line that clap refused (so there are no matches to

@@ -5,13 +5,14 @@ use std::io::Write;
 
 use crate::backend::{Budget, Cancel};
 use crate::commands::reenter;
+use crate::commands::signal_name;
 use crate::commands::take::take;
-use crate::commands::{Exit, signal_name};
 use crate::config::{AcquireConfig, TakeConfig};
 use crate::envfile::EnvFile;
 use crate::error::Error;
 use crate::events;
-use crate::exit;
+use crate::exit::Code;
+use crate::exit::Exit;
 use crate::lock::{self, Extended, Holder, Lock, Ownership, Token};
 use crate::output::{self, Ev, Msg, Output};
 use crate::signals;
@@ -47,11 +48,11 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
                         .and_then(|s| s.parse().ok()),
                 };
                 return match hand_over(&cfg, &env_file, json, &granted) {
-                    Ok(()) => Ok(Exit::Code(exit::SUCCESS)),
+                    Ok(()) => Ok(Exit::from(Code::Success)),
                     Err(why) => {
                         // The lock is the ancestor's: it stays, and so does its token there.
-                        out.error(Ev::HandOverFailed, Msg::new(why).exit(exit::IO_ERROR));
-                        Ok(Exit::Code(exit::IO_ERROR))
+                        out.error(Ev::HandOverFailed, Msg::new(why).exit(Code::IoError.get()));
+                        Ok(Exit::from(Code::IoError))
                     }
                 };
             }
@@ -129,9 +130,9 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         let released = give_back(lock.as_mut(), &grant.token, timeout, cfg.ttl);
         out.error(
             Ev::HandOverFailed,
-            Msg::new(format!("{why}; lock {key} {released}")).exit(exit::IO_ERROR),
+            Msg::new(format!("{why}; lock {key} {released}")).exit(Code::IoError.get()),
         );
-        return Ok(Exit::Code(exit::IO_ERROR));
+        return Ok(Exit::from(Code::IoError));
     }
     let held = format!(
         "lock {key} is held for {} unless renewed",
@@ -150,7 +151,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
             ),
         ),
     }
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// What `acquire` hands over.

@@ -8,15 +8,6 @@ pub mod run;
 pub mod take;
 pub mod token;
 
-/// How distlock ends.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// Exit with this code.
-    Code(u8),
-    /// Die of this signal (the child did, or we were interrupted).
-    Signal(i32),
-}
-
 /// Warn about each node of a Redlock that failed while the others went on (once per run: the
 /// lock hands each node out once).
 pub fn warn_failed_nodes(lock: &mut dyn crate::lock::Lock, out: &crate::output::Output) {

@@ -23,9 +23,9 @@ use std::os::unix::process::CommandExt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::Code;
+use crate::exit::Exit;
 use crate::lock::{Lock, Token};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -139,9 +139,9 @@ pub fn check(
                     "lock {key} is no longer held by the run that started this one (it expired, \
                      was released or broken); the command was not started"
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            Ok(Nested::Exit(Exit::Code(exit::LOCK_LOST)))
+            Ok(Nested::Exit(Exit::from(Code::LockLost)))
         }
         Err(source) => Err(Error::redis(
             format!("cannot check lock {key}, held by the run that started this one"),

@@ -16,12 +16,13 @@ use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::clock::Moment;
 use crate::commands::reenter::{self, Held};
+use crate::commands::signal_name;
 use crate::commands::take::take;
-use crate::commands::{Exit, signal_name};
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::exit;
+use crate::exit::Code;
+use crate::exit::Exit;
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
 use crate::output::{self, Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
@@ -140,9 +141,9 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                     "lost lock {key} while the command ran ({}); the command's process group was terminated",
                     describe_loss(&loss, &cfg)
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            return Ok(Exit::Code(exit::LOCK_LOST));
+            return Ok(Exit::from(Code::LockLost));
         }
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
@@ -153,11 +154,11 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                 Msg::new(format!(
                     "the command ran past --timeout {limit}; its process group was stopped and \
                      lock {key} released (exit {})",
-                    exit::TIMED_OUT
+                    Code::TimedOut.get()
                 ))
-                .exit(exit::TIMED_OUT),
+                .exit(Code::TimedOut.get()),
             );
-            return Ok(Exit::Code(exit::TIMED_OUT));
+            return Ok(Exit::from(Code::TimedOut));
         }
         Ok(Started::Ended(Ending::Replaced(by), _)) => {
             // The newer run waits first in line: the release hands the lock to it.
@@ -175,7 +176,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         }
         Ok(Started::Ended(Ending::Signaled(signal), validity)) => (Exit::Signal(signal), validity),
         Ok(Started::Ended(Ending::Exited(code), validity)) => (
-            Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE)),
+            Exit::Code(u8::try_from(code).unwrap_or(Code::Software.get())),
             validity,
         ),
     };
@@ -197,9 +198,9 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                      or overwritten meanwhile, so the command may not have run exclusively",
                     describe_exit(&exit)
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            return Ok(Exit::Code(exit::LOCK_LOST));
+            return Ok(Exit::from(Code::LockLost));
         }
         out.warn(
             Ev::ExpiredAtRelease,

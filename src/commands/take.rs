@@ -3,10 +3,10 @@
 //! that says what may remain in Redis.
 
 use crate::backend::Cancel;
-use crate::commands::Exit;
 use crate::config::TakeConfig;
 use crate::error::Error;
 use crate::events::{Events, Sender};
+use crate::exit::Exit;
 use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
 use crate::output::progress::WaitDisplay;
 use crate::output::{self, Ev, Msg, Output};
@@ -97,7 +97,9 @@ pub fn take(
             if let Some(held) = &held {
                 message = message.holder(&held.first);
             }
-            if cfg.busy_exit == crate::exit::SUCCESS && !matches!(residue, Residue::MayRemain(_)) {
+            if cfg.busy_exit == crate::exit::Code::Success.get()
+                && !matches!(residue, Residue::MayRemain(_))
+            {
                 out.verbose(Ev::Busy, message);
             } else {
                 out.notice(Ev::Busy, message);

@@ -13,9 +13,9 @@
 //! token-compare release on every node, so that the lock is free now.
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::Code;
+use crate::exit::Exit;
 use crate::lock::{HeldBy, Lock, Ownership, Token};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -44,9 +44,9 @@ pub fn break_holders(
     if view.holders.is_empty() {
         out.notice(
             Ev::Free,
-            Msg::new(format!("lock {key} is free; nothing to break")).exit(exit::FREE),
+            Msg::new(format!("lock {key} is free; nothing to break")).exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let targets: Vec<&Shown<'_>> = match holder {
         None => view.holders.iter().collect(),
@@ -66,9 +66,9 @@ pub fn break_holders(
                             plural(view.holders.len(), "holder is", "holders are"),
                             view.id_list()
                         ))
-                        .exit(exit::FREE),
+                        .exit(Code::Free.get()),
                     );
-                    return Ok(Exit::Code(exit::FREE));
+                    return Ok(Exit::from(Code::Free));
                 }
                 [_] => matching,
                 several => {
@@ -129,9 +129,9 @@ pub fn break_holders(
             if !ask(&format!("{}{question} [y/N] ", view.text())) {
                 out.notice(
                     Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(exit::FREE),
+                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
                 );
-                return Ok(Exit::Code(exit::FREE));
+                return Ok(Exit::from(Code::Free));
             }
         }
     }
@@ -154,9 +154,9 @@ pub fn break_holders(
                     Ev::Broken,
                     Msg::new(format!("broke {named} ({}){next}", one.held.summary()))
                         .holder(one.held)
-                        .exit(exit::SUCCESS),
+                        .exit(Code::Success.get()),
                 );
-                Ok(Exit::Code(exit::SUCCESS))
+                Ok(Exit::from(Code::Success))
             }
             Ownership::NotHeld => {
                 let changed = if semaphore {
@@ -166,9 +166,9 @@ pub fn break_holders(
                 };
                 out.notice(
                     Ev::NotBroken,
-                    Msg::new(format!("{changed}; nothing was broken")).exit(exit::FREE),
+                    Msg::new(format!("{changed}; nothing was broken")).exit(Code::Free.get()),
                 );
-                Ok(Exit::Code(exit::FREE))
+                Ok(Exit::from(Code::Free))
             }
         };
     }
@@ -203,9 +203,9 @@ pub fn break_holders(
                 "none of the {} holders shown still held lock {key}; nothing was broken",
                 targets.len()
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let slots = if view.waiters.is_empty() {
         String::new()
@@ -218,9 +218,9 @@ pub fn break_holders(
             "broke {broken} of the {} holders of lock {key}{slots}",
             targets.len()
         ))
-        .exit(exit::SUCCESS),
+        .exit(Code::Success.get()),
     );
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// A token that nodes of a split hold.
@@ -296,9 +296,9 @@ pub fn break_split(
                 "lock {key} is split, but no node that answered holds a token to release; \
                  nothing was broken"
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let targets: Vec<&Splinter<'_>> = match holder {
         None => splinters.iter().collect(),
@@ -318,9 +318,9 @@ pub fn break_split(
                             plural(splinters.len(), "token is", "tokens are"),
                             all()
                         ))
-                        .exit(exit::FREE),
+                        .exit(Code::Free.get()),
                     );
-                    return Ok(Exit::Code(exit::FREE));
+                    return Ok(Exit::from(Code::Free));
                 }
                 [_] => matching,
                 several => {
@@ -369,9 +369,9 @@ pub fn break_split(
             if !ask(&format!("{}{question} [y/N] ", view.text())) {
                 out.notice(
                     Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(exit::FREE),
+                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
                 );
-                return Ok(Exit::Code(exit::FREE));
+                return Ok(Exit::from(Code::Free));
             }
         }
     }
@@ -415,9 +415,9 @@ pub fn break_split(
                  broken",
                 targets.len()
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     out.notice(
         Ev::Broken,
@@ -430,9 +430,9 @@ pub fn break_split(
                 "tokens"
             }
         ))
-        .exit(exit::SUCCESS),
+        .exit(Code::Success.get()),
     );
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// Release `token`, compare-and-delete: a newer holder is never broken by mistake.
