@@ -39,6 +39,7 @@ pub mod help;
 pub mod lock;
 pub mod output;
 pub mod renew;
+pub mod session;
 pub mod signals;
 pub mod wait;
 

@@ -1,6 +1,6 @@
 //! Taking a lock, as `run` and `acquire` both do: wait (with the waiting display), and turn
-//! every way a wait can end into either a [`Grant`] or how distlock should exit, with a message
-//! that says what may remain in Redis.
+//! every way a wait can end into either a [`Grant`] or how distlock should exit ([`Taken`]),
+//! with a message that says what may remain in Redis.
 
 use crate::backend::Cancel;
 use crate::config::TakeConfig;
@@ -12,6 +12,15 @@ use crate::output::progress::WaitDisplay;
 use crate::output::{self, Ev, Msg, Output};
 use crate::wait::{self, Wait, Waited};
 
+/// How a take ended, short of an error.
+#[derive(Debug)]
+pub enum Taken {
+    /// The lock is ours.
+    Granted(Grant),
+    /// It is not: end with this (the message is printed).
+    Exit(Exit),
+}
+
 /// Wait for the lock described by `cfg` on `lock`, and return the grant, or how to exit
 /// instead (the message is already printed, or is in the error).
 pub fn take(
@@ -21,7 +30,7 @@ pub fn take(
     events: (&Sender, &mut Events),
     cancel: &Cancel,
     out: &Output,
-) -> Result<Result<Grant, Exit>, Error> {
+) -> Result<Taken, Error> {
     let key = output::quote(cfg.name.key());
     let token = Token::generate().map_err(|e| {
         Error::Internal(format!(
@@ -68,7 +77,7 @@ pub fn take(
                 ))
                 .waited(waited),
             );
-            Ok(Ok(grant))
+            Ok(Taken::Granted(grant))
         }
         Waited::Busy {
             waited,
@@ -104,7 +113,7 @@ pub fn take(
             } else {
                 out.notice(Ev::Busy, message);
             }
-            Ok(Err(Exit::Code(cfg.busy_exit)))
+            Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Superseded {
             waited,
@@ -126,14 +135,14 @@ pub fn take(
                 Ev::Superseded,
                 Msg::new(message).exit(cfg.busy_exit).waited(waited),
             );
-            Ok(Err(Exit::Code(cfg.busy_exit)))
+            Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Conflict(conflict) => Err(Error::Conflict(conflict_message(
             &conflict, &key, cfg.limit,
         ))),
         Waited::Interrupted { signal, residue } => {
             let what = left_behind(residue, &key).unwrap_or_else(|| "nothing was acquired".into());
-            let name = crate::commands::signal_name(signal);
+            let name = super::signal_name(signal);
             out.error(
                 Ev::Interrupted,
                 Msg::new(format!(
@@ -141,7 +150,7 @@ pub fn take(
                 ))
                 .signal(name),
             );
-            Ok(Err(Exit::Signal(signal)))
+            Ok(Taken::Exit(Exit::Signal(signal)))
         }
         Waited::Failed {
             error,
