@@ -215,6 +215,11 @@ impl Lock for FakeLock {
         !self.lineless
     }
 
+    fn recheck_after_notice(&self) -> bool {
+        // A lock without a line stands for a Redlock.
+        self.lineless
+    }
+
     fn try_acquire(
         &mut self,
         request: &Request<'_>,

@@ -504,6 +504,14 @@ pub trait Lock: Send {
         None
     }
 
+    /// Whether a lock found still busy just after a release notification is looked at again
+    /// soon (a few times) rather than at its holder's expiry: for a lock whose release reaches
+    /// its servers one request each (a Redlock), where the notification from one server may
+    /// come before the others have the release. (A lock that keeps a line hands over instead.)
+    fn recheck_after_notice(&self) -> bool {
+        false
+    }
+
     /// Subscribe to the wake-ups of the waiter `token`: its own (its turn came, it was
     /// superseded) when the lock [`queues`](Lock::queues), or every release otherwise. Returns
     /// once subscribed: a wake-up published after this returns is reported through `notify`.

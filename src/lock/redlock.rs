@@ -374,6 +374,10 @@ impl super::Lock for Redlock {
         false
     }
 
+    fn recheck_after_notice(&self) -> bool {
+        true
+    }
+
     fn try_acquire(
         &mut self,
         request: &Request<'_>,

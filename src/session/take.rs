@@ -8,8 +8,8 @@ use crate::error::Error;
 use crate::events::{Events, Sender};
 use crate::exit::Exit;
 use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
-use crate::output::progress::WaitDisplay;
 use crate::output::{self, Ev, Msg, Output};
+use crate::wait::display::WaitDisplay;
 use crate::wait::{self, Wait, Waited};
 
 /// How a take ended, short of an error.
