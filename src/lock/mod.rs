@@ -504,6 +504,14 @@ pub trait Lock: Send {
         None
     }
 
+    /// The servers this lock lives on, as configured: the kind of topology and the addresses
+    /// (passwords redacted). What tells two locks of one key apart across processes
+    /// (reentrancy, see [`crate::session::reenter`]); unlike [`Lock::describe`], it does not
+    /// change once the primary or Cluster node that serves the lock is known.
+    fn deployment(&self) -> String {
+        self.describe()
+    }
+
     /// Whether a lock found still busy just after a release notification is looked at again
     /// soon (a few times) rather than at its holder's expiry: for a lock whose release reaches
     /// its servers one request each (a Redlock), where the notification from one server may

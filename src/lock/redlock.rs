@@ -378,6 +378,10 @@ impl super::Lock for Redlock {
         true
     }
 
+    fn deployment(&self) -> String {
+        format!("redlock {}", self.describe())
+    }
+
     fn try_acquire(
         &mut self,
         request: &Request<'_>,

@@ -3,8 +3,9 @@
 //! `deploy.sh` runs under `distlock run -k deploy` and calls `migrate.sh`, which takes the same
 //! lock: without this, the nested run would wait for its own parent until its `--wait` ran out.
 //! So `run` tells its command, in `DISTLOCK_HELD`, which locks it runs under: a JSON array of
-//! `{"lock", "token", "fence", "limit"}`, where `lock` names the Redis deployment (passwords
-//! redacted) and the lock's Redis key, so that only the same lock on the same servers matches.
+//! `{"lock", "token", "fence", "limit"}`, where `lock` names the Redis deployment (the kind of
+//! topology and the addresses, passwords redacted: [`Lock::deployment`]) and the lock's Redis
+//! key, so that only the same lock on the same servers matches.
 //! A nested run of a listed lock checks that the token still holds it (one read-only request),
 //! then `exec`s its command in place: it stays in the outer run's process group, so the outer
 //! run's renewals and kill deadline cover it, and nothing is taken or released twice. If the
@@ -54,10 +55,10 @@ pub struct Held {
     pub limit: u32,
 }
 
-/// What names a lock across processes: the servers (as shown, passwords redacted) and the
-/// Redis key (prefix and key).
+/// What names a lock across processes: its deployment (the kind of topology and the servers'
+/// addresses, passwords redacted: [`Lock::deployment`]) and the Redis key (prefix and key).
 pub fn lock_id(lock: &dyn Lock) -> String {
-    format!("{} {}", lock.describe(), lock.name().lock_key())
+    format!("{} {}", lock.deployment(), lock.name().lock_key())
 }
 
 /// The locks the environment says this process runs under (none if the variable is unset or
