@@ -10,9 +10,9 @@
 //!   -> Session::release (always, bounded; a failure is a warning)
 //! ```
 //!
-//! The lock is passed in, so the pipeline of `run` can be driven with
-//! [`crate::lock::fake::FakeLock`] (see the tests of `commands::run`). This module knows locks,
-//! the engine ([`crate::wait`]) and output; it knows no subcommand.
+//! The lock is passed in, so the pipeline of `run` can be driven with the fake lock of
+//! `lock::fake` (see the tests of `commands::run`). This module knows locks, the engine
+//! ([`crate::wait`]) and output; it knows no subcommand.
 
 pub mod reenter;
 pub mod take;

@@ -28,7 +28,7 @@
 //!   back, bounded in time, and report what may remain (a claim of seconds, see [`crate::lock`]).
 
 //!
-//! The parts: [`waiter`] (the loop, in steps), [`sleep`] (how long between attempts) and
+//! The parts: `waiter` (the loop, in steps), [`sleep`] (how long between attempts) and
 //! [`display`] (what a waiter shows).
 
 pub mod display;
