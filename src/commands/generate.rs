@@ -10,8 +10,7 @@ use clap_mangen::roff::{Roff, bold, italic, roman};
 
 use crate::cli::{self, Generated};
 use crate::error::Error;
-use crate::exit::Exit;
-use crate::exit::{self, Code};
+use crate::exit::{self, Code, Exit};
 use crate::output::{Ev, Output};
 
 /// The command that regenerates the committed files (named by the stale-file test).

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use crate::backend::Budget;
 use crate::error::Error;
-use crate::exit::Code;
-use crate::exit::Exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Lock, LockName, Ownership, Token, Topology};
 use crate::output::{self, Ev, Msg, Output};
 

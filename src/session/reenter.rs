@@ -25,8 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Budget;
 use crate::error::Error;
-use crate::exit::Code;
-use crate::exit::Exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Token};
 use crate::output::{self, Ev, Msg, Output};
 

@@ -14,8 +14,7 @@
 
 use crate::backend::Budget;
 use crate::error::Error;
-use crate::exit::Code;
-use crate::exit::Exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{HeldBy, Lock, Ownership, Token};
 use crate::output::{self, Ev, Msg, Output};
 

@@ -13,8 +13,7 @@ use std::time::SystemTime;
 
 use crate::backend::Budget;
 use crate::error::Error;
-use crate::exit::Code;
-use crate::exit::Exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Lock, LockName, Survey, Topology};
 use crate::output::{self, Ev, Level, Output};
 
