@@ -279,3 +279,70 @@ fn cmdline(pid: u32) -> Vec<std::ffi::OsString> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    //! `acquire` over the fake lock, each test in a process of its own (signal handlers are
+    //! process-wide).
+
+    use super::acquire_with;
+    use crate::config::{AcquireConfig, CommandConfig};
+    use crate::exit::Exit;
+    use crate::lock::fake::FakeLock;
+    use crate::session::testing::{alone, decided, out};
+
+    fn config() -> AcquireConfig {
+        match decided(&["acquire", "-k", "k", "--ttl", "60s"]) {
+            CommandConfig::Acquire(acquire) => acquire,
+            _ => unreachable!("an acquire"),
+        }
+    }
+
+    #[test]
+    fn the_token_is_handed_over_and_the_lock_kept_for_its_ttl() {
+        // (The token goes to the test process's stdout.)
+        alone(
+            module_path!(),
+            "the_token_is_handed_over_and_the_lock_kept_for_its_ttl",
+            || {
+                let lock = FakeLock::new();
+                let server = lock.client();
+                let cfg = config();
+                let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
+                assert_eq!(exit, Exit::Code(0));
+                let world = server.world();
+                assert_eq!(world.holders.len(), 1, "the lock stays held");
+                // Extended from the short claim to the TTL.
+                let (expiry, _) = world.holders.values().next().unwrap();
+                let left = expiry.saturating_duration_since(std::time::Instant::now());
+                assert!(left > std::time::Duration::from_secs(50), "{left:?}");
+            },
+        );
+    }
+
+    #[test]
+    fn a_signal_while_taking_gives_the_lock_back() {
+        let Some(stderr) = alone(
+            module_path!(),
+            "a_signal_while_taking_gives_the_lock_back",
+            || {
+                let lock = FakeLock::new();
+                let server = lock.client();
+                server.world().during_attempt = Some(Box::new(|| {
+                    nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT).unwrap();
+                }));
+                let cfg = config();
+                let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
+                assert_eq!(exit, Exit::Signal(libc::SIGINT));
+                assert!(server.world().holders.is_empty(), "the lock was given back");
+            },
+        ) else {
+            return;
+        };
+        assert!(
+            stderr.contains("interrupted by SIGINT just after acquiring lock"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("it was released"), "{stderr}");
+    }
+}

@@ -16,6 +16,8 @@
 
 pub mod reenter;
 pub mod take;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use crate::backend::{Budget, Cancel};
 use crate::config::TakeConfig;
