@@ -12,7 +12,7 @@ use crate::backend::{Connector, Endpoint, Servers, TlsFiles};
 use crate::cli::{self, Cli};
 use crate::envfile::{self, EnvFile};
 use crate::error::Error;
-use crate::lock::{self, AfterRun, LockName, Token, Topology};
+use crate::lock::{self, AfterRun, DEFAULT_PREFIX, LockName, Token, Topology};
 use crate::output::{self, Format, Level, Output};
 use crate::renew::Deadlines;
 use crate::wait::WaitPolicy;
@@ -30,8 +30,6 @@ pub const MIN_RETRY_WINDOW: Duration = Duration::from_millis(100);
 pub const MIN_HOLDER_ID_CHARS: usize = 4;
 /// Default Redis URL.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
-/// Default key prefix (clap's default for --prefix; a test keeps the two equal).
-pub const DEFAULT_PREFIX: &str = "distlock:";
 
 /// Everything distlock will do.
 pub struct Config {
@@ -698,7 +696,7 @@ fn acquire_config(
     )?;
     // `-E 0` turns "busy" into a success: with --env-file, the job would go on without the lock
     // (and without its values), the very thing --env-file is there to prevent.
-    if args.env_file.is_some() && take.busy_exit == crate::exit::SUCCESS {
+    if args.env_file.is_some() && take.busy_exit == crate::exit::Code::Success.get() {
         return Err(Error::Usage(
             origins.blame(
                 "conflict_exit_code",

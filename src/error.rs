@@ -3,7 +3,7 @@
 //! the fix.
 
 use crate::backend::BackendError;
-use crate::exit;
+use crate::exit::Code;
 use crate::output::Ev;
 
 /// Why distlock stops on its own account.
@@ -43,15 +43,15 @@ impl Error {
     /// The exit code this error ends distlock with.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) => exit::USAGE,
+            Error::Usage(_) => Code::Usage.get(),
             Error::Redis { source, .. } if source.is_wrong_type() || source.is_newer_protocol() => {
-                exit::DATA
+                Code::Data.get()
             }
-            Error::Redis { .. } => exit::UNAVAILABLE,
-            Error::Conflict(_) => exit::DATA,
-            Error::NotFound(_) => exit::NOT_FOUND,
-            Error::CannotExecute(_) => exit::CANNOT_EXECUTE,
-            Error::Internal(_) => exit::SOFTWARE,
+            Error::Redis { .. } => Code::Unavailable.get(),
+            Error::Conflict(_) => Code::Data.get(),
+            Error::NotFound(_) => Code::NotFound.get(),
+            Error::CannotExecute(_) => Code::CannotExecute.get(),
+            Error::Internal(_) => Code::Software.get(),
         }
     }
 

@@ -2,36 +2,94 @@
 //! `--help`, the EXIT STATUS sections of the man pages and docs/guide.md (a test checks the
 //! guide against these). Nothing else in the crate writes a numeric exit code.
 
-/// Success (for `run`: the child's own code passes through instead).
-pub const SUCCESS: u8 = 0;
-/// `status`: the lock is free; `break`: there was nothing (or no longer the shown holder) to break.
-pub const FREE: u8 = 1;
-/// Command-line usage error: unknown flag, bad duration, empty key, missing command, bad URL.
-pub const USAGE: u8 = 64;
-/// The Redis key exists but does not hold a lock (another type of value lives there), or the
-/// lock is used with another `--limit`.
-pub const DATA: u8 = 65;
-/// Redis unreachable, authentication or TLS failure, or Redis refused the command.
-pub const UNAVAILABLE: u8 = 69;
-/// An internal error: a bug, or the operating system refused something distlock needs.
-pub const SOFTWARE: u8 = 70;
-/// `acquire`: the token could not be handed over (stdout closed or broken, the `--env-file`
-/// not writable or its disk full); what was taken was given back.
-pub const IO_ERROR: u8 = 74;
-/// The lock is busy: not acquired with `--no-wait` or within `--wait` (see `-E`).
-pub const BUSY: u8 = 75;
-/// `renew`/`release`: the lock is not held with this token (expired, released, broken, taken).
-pub const NOT_HELD: u8 = 77;
-/// The lock was lost while the child ran; the child was terminated.
-pub const LOCK_LOST: u8 = 124;
-/// `run --timeout`: the command ran past its time limit; it was stopped and the lock released.
-pub const TIMED_OUT: u8 = 79;
-/// The command was found but could not be executed.
-pub const CANNOT_EXECUTE: u8 = 126;
-/// The command was not found.
-pub const NOT_FOUND: u8 = 127;
+/// Declares [`Code`] once: each code's name, number and doc; the number as shown in the tables
+/// is the same literal, so the two cannot drift apart.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $n:literal,)*) => {
+        /// An exit code distlock itself chooses (a child's own code passes through as a number).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        pub enum Code {
+            $($(#[$doc])* $name = $n,)*
+        }
+
+        impl Code {
+            /// Every code.
+            pub const ALL: &'static [Code] = &[$(Code::$name),*];
+
+            /// The code as a number.
+            pub const fn get(self) -> u8 {
+                self as u8
+            }
+
+            /// The code as the tables show it (`"64"`).
+            pub const fn shown(self) -> &'static str {
+                match self {
+                    $(Code::$name => stringify!($n),)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// Success (for `run`: the child's own code passes through instead).
+    Success = 0,
+    /// `status`: the lock is free; `break`: there was nothing (or no longer the shown holder)
+    /// to break.
+    Free = 1,
+    /// Command-line usage error: unknown flag, bad duration, empty key, missing command, bad
+    /// URL.
+    Usage = 64,
+    /// The Redis key exists but does not hold a lock (another type of value lives there), or
+    /// the lock is used with another `--limit`.
+    Data = 65,
+    /// Redis unreachable, authentication or TLS failure, or Redis refused the command.
+    Unavailable = 69,
+    /// An internal error: a bug, or the operating system refused something distlock needs.
+    Software = 70,
+    /// `acquire`: the token could not be handed over (stdout closed or broken, the
+    /// `--env-file` not writable or its disk full); what was taken was given back.
+    IoError = 74,
+    /// The lock is busy: not acquired with `--no-wait` or within `--wait` (see `-E`).
+    Busy = 75,
+    /// `renew`/`release`: the lock is not held with this token (expired, released, broken,
+    /// taken).
+    NotHeld = 77,
+    /// `run --timeout`: the command ran past its time limit; it was stopped and the lock
+    /// released.
+    TimedOut = 79,
+    /// The lock was lost while the child ran; the child was terminated.
+    LockLost = 124,
+    /// The command was found but could not be executed.
+    CannotExecute = 126,
+    /// The command was not found.
+    NotFound = 127,
+}
+
+impl From<Code> for u8 {
+    fn from(code: Code) -> u8 {
+        code.get()
+    }
+}
+
 /// Exit codes above this report a death by signal N as 128+N.
 pub const SIGNAL_BASE: u8 = 128;
+
+/// How distlock ends.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Exit with this code (one of [`Code`], or a child's own).
+    Code(u8),
+    /// Die of this signal (the child did, or we were interrupted).
+    Signal(i32),
+}
+
+impl From<Code> for Exit {
+    fn from(code: Code) -> Exit {
+        Exit::Code(code.get())
+    }
+}
 
 /// One row of a documented table.
 pub struct Row {
@@ -41,122 +99,138 @@ pub struct Row {
     pub meaning: &'static str,
 }
 
-const ROW_USAGE: Row = Row {
-    code: "64",
-    meaning: "usage error: unknown flag, bad duration, bad key, a Redis URL of no accepted \
+impl Row {
+    /// The row of `code`.
+    const fn of(code: Code, meaning: &'static str) -> Row {
+        Row {
+            code: code.shown(),
+            meaning,
+        }
+    }
+
+    /// The row of a death by signal N (`128+N`).
+    const fn signal(meaning: &'static str) -> Row {
+        Row {
+            code: "128+N",
+            meaning,
+        }
+    }
+
+    /// The row of a child's own code, passed through.
+    const fn child(meaning: &'static str) -> Row {
+        Row {
+            code: "child's code",
+            meaning,
+        }
+    }
+}
+
+const ROW_USAGE: Row = Row::of(
+    Code::Usage,
+    "usage error: unknown flag, bad duration, bad key, a Redis URL of no accepted \
               form, or an inconsistent combination of flags",
-};
-const ROW_DATA: Row = Row {
-    code: "65",
-    meaning: "the Redis key exists but holds another type of value, so it is not a lock, or the \
+);
+const ROW_DATA: Row = Row::of(
+    Code::Data,
+    "the Redis key exists but holds another type of value, so it is not a lock, or the \
               lock is used with another --limit (a mutex and a semaphore, or two limits); choose \
               another --key or --prefix, or the same --limit; or a newer distlock stores the \
               lock in a key layout this one does not speak: upgrade distlock",
-};
-const ROW_UNAVAILABLE: Row = Row {
-    code: "69",
-    meaning: "Redis unreachable, authentication or TLS failure, or Redis refused the command \
+);
+const ROW_UNAVAILABLE: Row = Row::of(
+    Code::Unavailable,
+    "Redis unreachable, authentication or TLS failure, or Redis refused the command \
               (read-only replica, missing ACL permission, out of memory)",
-};
-const ROW_SOFTWARE: Row = Row {
-    code: "70",
-    meaning: "internal error: a bug, or the operating system refused something distlock needs",
-};
-const ROW_BUSY: Row = Row {
-    code: "75",
-    meaning: "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
+);
+const ROW_SOFTWARE: Row = Row::of(
+    Code::Software,
+    "internal error: a bug, or the operating system refused something distlock needs",
+);
+const ROW_BUSY: Row = Row::of(
+    Code::Busy,
+    "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
               waiter (change it with -E)",
-};
-const ROW_INTERRUPTED: Row = Row {
-    code: "128+N",
-    meaning: "interrupted by signal N while waiting for the lock (nothing is left in Redis)",
-};
+);
+const ROW_INTERRUPTED: Row =
+    Row::signal("interrupted by signal N while waiting for the lock (nothing is left in Redis)");
 
 /// `distlock run`.
 pub const RUN_TABLE: &[Row] = &[
-    Row {
-        code: "child's code",
-        meaning: "the command ran to completion while the lock was held; its exit code passes through",
-    },
-    Row {
-        code: "128+N",
-        meaning: "the command was killed by signal N (distlock dies of the same signal, so a calling \
+    Row::child(
+        "the command ran to completion while the lock was held; its exit code passes through",
+    ),
+    Row::signal(
+        "the command was killed by signal N (distlock dies of the same signal, so a calling \
                   shell sees a signal death); or distlock was interrupted by signal N while waiting \
                   for the lock (nothing is left in Redis)",
-    },
-    Row {
-        code: "64",
-        meaning: "usage error: unknown flag, bad duration, bad key, missing command, a Redis URL of \
+    ),
+    Row::of(
+        Code::Usage,
+        "usage error: unknown flag, bad duration, bad key, missing command, a Redis URL of \
                   no accepted form, or an inconsistent combination of flags",
-    },
+    ),
     ROW_DATA,
-    Row {
-        code: "69",
-        meaning: "Redis unreachable, authentication or TLS failure, or Redis refused the command \
+    Row::of(
+        Code::Unavailable,
+        "Redis unreachable, authentication or TLS failure, or Redis refused the command \
                   (read-only replica, missing ACL permission, out of memory), before the command started",
-    },
+    ),
     ROW_SOFTWARE,
-    Row {
-        code: "75",
-        meaning: "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
+    Row::of(
+        Code::Busy,
+        "lock busy: not acquired with --no-wait or within --wait, or superseded by a newer \
                   waiter; or the running command was stopped because a newer run replaced it \
                   (--replace) (change it with -E)",
-    },
-    Row {
-        code: "79",
-        meaning: "the command ran past --timeout: its process group was stopped (--kill-signal, \
+    ),
+    Row::of(
+        Code::TimedOut,
+        "the command ran past --timeout: its process group was stopped (--kill-signal, \
                   then SIGKILL) and the lock released",
-    },
-    Row {
-        code: "124",
-        meaning: "the lock was lost while the command ran (renewal failed or the key was taken or \
+    ),
+    Row::of(
+        Code::LockLost,
+        "the lock was lost while the command ran (renewal failed or the key was taken or \
                   deleted); the command's process group was terminated",
-    },
-    Row {
-        code: "126",
-        meaning: "the command was found but could not be executed",
-    },
-    Row {
-        code: "127",
-        meaning: "the command was not found",
-    },
+    ),
+    Row::of(
+        Code::CannotExecute,
+        "the command was found but could not be executed",
+    ),
+    Row::of(Code::NotFound, "the command was not found"),
 ];
 
 /// `distlock acquire`.
 pub const ACQUIRE_TABLE: &[Row] = &[
-    Row {
-        code: "0",
-        meaning: "acquired; the token is on stdout, or with --env-file in FILE (stdout stays empty)",
-    },
+    Row::of(
+        Code::Success,
+        "acquired; the token is on stdout, or with --env-file in FILE (stdout stays empty)",
+    ),
     ROW_INTERRUPTED,
     ROW_USAGE,
     ROW_DATA,
     ROW_UNAVAILABLE,
     ROW_SOFTWARE,
-    Row {
-        code: "74",
-        meaning: "the token could not be handed over (stdout closed or broken, the --env-file not \
+    Row::of(
+        Code::IoError,
+        "the token could not be handed over (stdout closed or broken, the --env-file not \
                   writable or its disk full); the lock was released, nothing stays held",
-    },
+    ),
     ROW_BUSY,
 ];
 
 /// `distlock status`.
 pub const STATUS_TABLE: &[Row] = &[
-    Row {
-        code: "0",
-        meaning: "the lock is held",
-    },
-    Row {
-        code: "1",
-        meaning: "the lock is free (waiters may be in line: it is being handed to the first)",
-    },
-    Row {
-        code: "75",
-        meaning: "Redlock only: the lock is split, no holder has a majority of the nodes (after \
+    Row::of(Code::Success, "the lock is held"),
+    Row::of(
+        Code::Free,
+        "the lock is free (waiters may be in line: it is being handed to the first)",
+    ),
+    Row::of(
+        Code::Busy,
+        "Redlock only: the lock is split, no holder has a majority of the nodes (after \
                   partial acquires, or a node that lost its data): nobody holds it and nobody can \
                   take it until the nodes' locks expire; retry later",
-    },
+    ),
     ROW_USAGE,
     ROW_DATA,
     ROW_UNAVAILABLE,
@@ -164,52 +238,46 @@ pub const STATUS_TABLE: &[Row] = &[
 
 /// `distlock list`.
 pub const LIST_TABLE: &[Row] = &[
-    Row {
-        code: "0",
-        meaning: "listed (possibly nothing)",
-    },
+    Row::of(Code::Success, "listed (possibly nothing)"),
     ROW_USAGE,
     ROW_UNAVAILABLE,
 ];
 
 /// `distlock break`.
 pub const BREAK_TABLE: &[Row] = &[
-    Row {
-        code: "0",
-        meaning: "broken: the holders shown (or the one --holder names), or some of them, were \
+    Row::of(
+        Code::Success,
+        "broken: the holders shown (or the one --holder names), or some of them, were \
                   released; the lock or their slots pass to the next waiters in line (on a \
                   Redlock's split: every token that some node held, or some of them)",
-    },
-    Row {
-        code: "1",
-        meaning: "nothing was broken: the lock was free, no holder has the --holder id, the \
+    ),
+    Row::of(
+        Code::Free,
+        "nothing was broken: the lock was free, no holder has the --holder id, the \
                   holders shown changed or left after they were shown, or the answer to the \
                   confirmation was no",
-    },
-    Row {
-        code: "64",
-        meaning: "usage error (a --holder id shorter than 4 characters, or one that matches \
+    ),
+    Row::of(
+        Code::Usage,
+        "usage error (a --holder id shorter than 4 characters, or one that matches \
                   several holders), or no confirmation possible: stdin is not a terminal and \
                   --yes was not given",
-    },
+    ),
     ROW_DATA,
     ROW_UNAVAILABLE,
 ];
 
 /// `distlock renew` and `distlock release`.
 pub const TOKEN_TABLE: &[Row] = &[
-    Row {
-        code: "0",
-        meaning: "done",
-    },
+    Row::of(Code::Success, "done"),
     ROW_USAGE,
     ROW_DATA,
     ROW_UNAVAILABLE,
-    Row {
-        code: "77",
-        meaning: "the lock is not held with this token: it expired, was released or broken, or \
+    Row::of(
+        Code::NotHeld,
+        "the lock is not held with this token: it expired, was released or broken, or \
                   another process holds it now",
-    },
+    ),
 ];
 
 /// The table of a subcommand (by name).
@@ -249,21 +317,29 @@ mod tests {
     fn tables_name_the_constants() {
         let codes = |t: &[Row]| t.iter().map(|r| r.code.to_owned()).collect::<Vec<_>>();
         for c in [
-            USAGE,
-            DATA,
-            UNAVAILABLE,
-            SOFTWARE,
-            BUSY,
-            LOCK_LOST,
-            CANNOT_EXECUTE,
-            NOT_FOUND,
+            Code::Usage.get(),
+            Code::Data.get(),
+            Code::Unavailable.get(),
+            Code::Software.get(),
+            Code::Busy.get(),
+            Code::LockLost.get(),
+            Code::CannotExecute.get(),
+            Code::NotFound.get(),
         ] {
             assert!(codes(RUN_TABLE).contains(&c.to_string()), "{c}");
         }
-        assert!(codes(STATUS_TABLE).contains(&FREE.to_string()));
-        assert!(codes(STATUS_TABLE).contains(&BUSY.to_string()));
-        assert!(codes(TOKEN_TABLE).contains(&NOT_HELD.to_string()));
-        assert!(codes(BREAK_TABLE).contains(&FREE.to_string()));
-        assert_eq!(SUCCESS, 0);
+        assert!(codes(STATUS_TABLE).contains(&Code::Free.get().to_string()));
+        assert!(codes(STATUS_TABLE).contains(&Code::Busy.get().to_string()));
+        assert!(codes(TOKEN_TABLE).contains(&Code::NotHeld.get().to_string()));
+        assert!(codes(BREAK_TABLE).contains(&Code::Free.get().to_string()));
+        assert_eq!(Code::Success.get(), 0);
+    }
+
+    #[test]
+    fn codes_are_shown_as_their_numbers() {
+        for code in Code::ALL {
+            assert_eq!(code.shown(), code.get().to_string());
+        }
+        assert_eq!(Exit::from(Code::LockLost), Exit::Code(124));
     }
 }

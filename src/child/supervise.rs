@@ -284,7 +284,7 @@ impl Supervisor<'_> {
             (None, None, status) => match status {
                 Some(WaitStatus::Signaled(_, signal, _)) => Ending::Signaled(signal as i32),
                 Some(WaitStatus::Exited(_, code)) => Ending::Exited(code),
-                _ => Ending::Exited(i32::from(crate::exit::SOFTWARE)),
+                _ => Ending::Exited(i32::from(crate::exit::Code::Software.get())),
             },
         };
         (ending, validity)

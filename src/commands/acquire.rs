@@ -3,18 +3,14 @@
 
 use std::io::Write;
 
-use crate::backend::{Budget, Cancel};
-use crate::commands::reenter;
-use crate::commands::take::take;
-use crate::commands::{Exit, signal_name};
+use crate::backend::Budget;
 use crate::config::{AcquireConfig, TakeConfig};
 use crate::envfile::EnvFile;
 use crate::error::Error;
-use crate::events;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Holder, Lock, Ownership, Token};
 use crate::output::{self, Ev, Msg, Output};
-use crate::signals;
+use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Acquire, then print the token on stdout (and nothing else there), or append the lock's
 /// values to the `--env-file` (and print nothing: the token stays out of CI logs).
@@ -24,53 +20,60 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         env_file,
         json,
     } = cfg;
-    let mut lock = lock::open(cfg.name.clone(), &cfg.topology);
+    let lock = lock::open(cfg.name.clone(), &cfg.topology);
+    acquire_with(&cfg, &env_file, json, lock, out)
+}
+
+/// Acquire on `lock` (opened by [`acquire`], or a fake in tests).
+fn acquire_with(
+    cfg: &TakeConfig,
+    env_file: &Option<EnvFile>,
+    json: bool,
+    mut lock: Box<dyn Lock>,
+    out: &Output,
+) -> Result<Exit, Error> {
     let timeout = cfg.topology.timeout();
     // A process that already holds this lock (a run around us, or an earlier step's
     // --env-file): hand out what it holds, take nothing.
-    if let Some(held) = reenter::held_by_ancestor(lock.as_ref(), cfg.name.prefix()) {
-        match reenter::check(lock.as_mut(), &held, cfg.limit, timeout, out)? {
-            reenter::Nested::Reenter(fence) => {
-                out.verbose(
-                    Ev::Reentered,
-                    format!(
-                        "lock {} is already held by the process that started this one; handing out its token",
-                        output::quote(cfg.name.key())
-                    ),
-                );
-                let granted = Granted {
-                    token: &Token::from_text(&held.0.token),
-                    fence,
-                    // The ancestor's slot, as its run gave it to its command.
-                    slot: std::env::var("DISTLOCK_SLOT")
-                        .ok()
-                        .and_then(|s| s.parse().ok()),
-                };
-                return match hand_over(&cfg, &env_file, json, &granted) {
-                    Ok(()) => Ok(Exit::Code(exit::SUCCESS)),
-                    Err(why) => {
-                        // The lock is the ancestor's: it stays, and so does its token there.
-                        out.error(Ev::HandOverFailed, Msg::new(why).exit(exit::IO_ERROR));
-                        Ok(Exit::Code(exit::IO_ERROR))
-                    }
-                };
-            }
-            reenter::Nested::Exit(exit) => return Ok(exit),
-            reenter::Nested::Take => {}
+    match session::reentry(lock.as_mut(), cfg, || Ok(()), out)? {
+        Some(Reentry::Reenter { held, fence }) => {
+            out.verbose(
+                Ev::Reentered,
+                format!(
+                    "lock {} is already held by the process that started this one; handing out its token",
+                    output::quote(cfg.name.key())
+                ),
+            );
+            let granted = Granted {
+                token: &Token::from_text(&held.token),
+                fence,
+                // The ancestor's slot, as its run gave it to its command.
+                slot: std::env::var("DISTLOCK_SLOT")
+                    .ok()
+                    .and_then(|s| s.parse().ok()),
+            };
+            return match hand_over(cfg, env_file, json, &granted) {
+                Ok(()) => Ok(Exit::from(Code::Success)),
+                Err(why) => {
+                    // The lock is the ancestor's: it stays, and so does its token there.
+                    out.error(Ev::HandOverFailed, Msg::new(why).exit(Code::IoError.get()));
+                    Ok(Exit::from(Code::IoError))
+                }
+            };
         }
+        Some(Reentry::Exit(exit)) => return Ok(exit),
+        None => {}
     }
-    let (tx, mut rx) = events::channel()
-        .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
-    let cancel = Cancel::new();
-    signals::install(&tx, &cancel)
-        .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
+    let mut session = Session::start(lock)?;
     // The lock belongs to whoever called us (a CI step's shell): name that process.
     let parent = nix::unistd::getppid().as_raw().unsigned_abs();
     let holder = Holder::this_process("acquire", parent, &cmdline(parent), cfg.note.as_deref());
-    let grant = match take(&cfg, lock.as_mut(), &holder, (&tx, &mut rx), &cancel, out)? {
-        Ok(grant) => grant,
-        Err(exit) => return Ok(exit),
+    let grant = match session.take(cfg, &holder, out)? {
+        Taken::Granted(grant) => grant,
+        Taken::Exit(exit) => return Ok(exit),
     };
+    let cancel = session.cancel().clone();
+    let lock = session.lock();
     let key = output::quote(cfg.name.key());
     // The attempt took a short claim; nothing renews an acquired lock, so make it the full TTL
     // before anyone learns the token.
@@ -103,13 +106,13 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
                 ))),
             };
         }
-        crate::commands::warn_failed_nodes(lock.as_mut(), out);
+        session::warn_failed_nodes(lock, out);
     }
     // A signal that arrived while we took the lock, or a token we cannot hand over (a stdout
     // nobody reads, an env file we cannot write): nobody would ever learn the token, so the
     // lock must not stay behind.
-    if let Some(signal) = signals::take_termination(&mut rx) {
-        let released = give_back(lock.as_mut(), &grant.token, timeout, cfg.ttl);
+    if let Some(signal) = session.interrupted() {
+        let released = give_back(session.lock(), &grant.token, timeout, cfg.ttl);
         let name = signal_name(signal);
         out.error(
             Ev::Interrupted,
@@ -125,19 +128,19 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         fence: grant.fence,
         slot: grant.slot,
     };
-    if let Err(why) = hand_over(&cfg, &env_file, json, &granted) {
-        let released = give_back(lock.as_mut(), &grant.token, timeout, cfg.ttl);
+    if let Err(why) = hand_over(cfg, env_file, json, &granted) {
+        let released = give_back(session.lock(), &grant.token, timeout, cfg.ttl);
         out.error(
             Ev::HandOverFailed,
-            Msg::new(format!("{why}; lock {key} {released}")).exit(exit::IO_ERROR),
+            Msg::new(format!("{why}; lock {key} {released}")).exit(Code::IoError.get()),
         );
-        return Ok(Exit::Code(exit::IO_ERROR));
+        return Ok(Exit::from(Code::IoError));
     }
     let held = format!(
         "lock {key} is held for {} unless renewed",
         output::duration(cfg.ttl)
     );
-    match &env_file {
+    match env_file {
         None => out.verbose(
             Ev::Held,
             format!("{held}; release it with distlock release"),
@@ -150,7 +153,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
             ),
         ),
     }
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// What `acquire` hands over.
@@ -275,4 +278,71 @@ fn cmdline(pid: u32) -> Vec<std::ffi::OsString> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    //! `acquire` over the fake lock, each test in a process of its own (signal handlers are
+    //! process-wide).
+
+    use super::acquire_with;
+    use crate::config::{AcquireConfig, CommandConfig};
+    use crate::exit::Exit;
+    use crate::lock::fake::FakeLock;
+    use crate::session::testing::{alone, decided, out};
+
+    fn config() -> AcquireConfig {
+        match decided(&["acquire", "-k", "k", "--ttl", "60s"]) {
+            CommandConfig::Acquire(acquire) => acquire,
+            _ => unreachable!("an acquire"),
+        }
+    }
+
+    #[test]
+    fn the_token_is_handed_over_and_the_lock_kept_for_its_ttl() {
+        // (The token goes to the test process's stdout.)
+        alone(
+            module_path!(),
+            "the_token_is_handed_over_and_the_lock_kept_for_its_ttl",
+            || {
+                let lock = FakeLock::new();
+                let server = lock.client();
+                let cfg = config();
+                let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
+                assert_eq!(exit, Exit::Code(0));
+                let world = server.world();
+                assert_eq!(world.holders.len(), 1, "the lock stays held");
+                // Extended from the short claim to the TTL.
+                let (expiry, _) = world.holders.values().next().unwrap();
+                let left = expiry.saturating_duration_since(std::time::Instant::now());
+                assert!(left > std::time::Duration::from_secs(50), "{left:?}");
+            },
+        );
+    }
+
+    #[test]
+    fn a_signal_while_taking_gives_the_lock_back() {
+        let Some(stderr) = alone(
+            module_path!(),
+            "a_signal_while_taking_gives_the_lock_back",
+            || {
+                let lock = FakeLock::new();
+                let server = lock.client();
+                server.world().during_attempt = Some(Box::new(|| {
+                    nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT).unwrap();
+                }));
+                let cfg = config();
+                let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
+                assert_eq!(exit, Exit::Signal(libc::SIGINT));
+                assert!(server.world().holders.is_empty(), "the lock was given back");
+            },
+        ) else {
+            return;
+        };
+        assert!(
+            stderr.contains("interrupted by SIGINT just after acquiring lock"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("it was released"), "{stderr}");
+    }
 }

@@ -9,9 +9,8 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, italic, roman};
 
 use crate::cli::{self, Generated};
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{self, Code, Exit};
 use crate::output::{Ev, Output};
 
 /// The command that regenerates the committed files (named by the stale-file test).
@@ -29,7 +28,7 @@ pub fn generate(
     for path in written {
         out.verbose(Ev::Generated, format!("wrote {}", path.display()));
     }
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// Write completions and/or man pages under `root`; returns the files written.

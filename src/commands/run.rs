@@ -1,72 +1,73 @@
 //! `distlock run`: THE pipeline, top to bottom.
 //!
 //! ```text
-//! signals -> check command -> connect -> wait::acquire -> spawn child -> renew thread
-//!         -> supervise (signals, reaping, kill deadlines) -> release (always, bounded) -> exit
+//! lock::open (connects in the background)
+//!   -> session::reentry: an ancestor holds this lock? -> exec the command under it (or 124)
+//!   -> Session::start (signals become events) -> check command -> guard process
+//!   -> Session::take (wait::acquire) -> Session::interrupted? -> release, 128+N
+//!   -> spawn child -> renew thread (started by the supervisor)
+//!   -> supervise (signals, reaping, kill deadlines) -> Session::release (always, bounded)
+//!   -> exit (the child's code, or 124 / 79 / 75 / 128+N)
 //! ```
+//!
+//! [`run`] opens the lock; [`run_with`] is the rest, on any lock (the tests use the fake one).
 
 use std::time::Duration;
 
 use nix::unistd::Pid;
 
-use crate::backend::{Budget, Cancel};
 use crate::child::guard::{Guard, Line};
 use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::clock::Moment;
-use crate::commands::reenter::{self, Held};
-use crate::commands::take::take;
-use crate::commands::{Exit, signal_name};
 use crate::config::RunConfig;
 use crate::error::Error;
-use crate::events::{self, Events};
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
 use crate::output::{self, Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
-use crate::signals::{self, Dispositions};
+use crate::session::reenter::{self, Held};
+use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // The connection opens in the background while the rest gets ready.
-    let mut lock = lock::open(cfg.take.name.clone(), &cfg.take.topology);
+    let lock = lock::open(cfg.take.name.clone(), &cfg.take.topology);
+    run_with(cfg, lock, out)
+}
+
+/// Run the pipeline on `lock` (opened by [`run`], or a fake in tests).
+pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result<Exit, Error> {
     // A run of a lock that the run that started us holds: run the command under that lock.
-    if let Some(held) = reenter::held_by_ancestor(lock.as_ref(), cfg.take.name.prefix()) {
-        let program = spawn::resolve(&cfg.argv[0])?;
-        let timeout = cfg.take.topology.timeout();
-        match reenter::check(lock.as_mut(), &held, cfg.take.limit, timeout, out)? {
-            reenter::Nested::Reenter(fence) => {
-                out.verbose(
-                    Ev::Reentered,
-                    format!(
-                        "lock {} is held by the process that started this one (fence {fence}); \
-                         running the command under it",
-                        output::quote(cfg.take.name.key())
-                    ),
-                );
-                return Err(reenter::exec(
-                    &program,
-                    &cfg.argv,
-                    cfg.take.name.key(),
-                    &held.0,
-                    fence,
-                ));
-            }
-            reenter::Nested::Exit(exit) => return Ok(exit),
-            reenter::Nested::Take => {}
+    let resolve = || spawn::resolve(&cfg.argv[0]).map(drop).map_err(Error::from);
+    match session::reentry(lock.as_mut(), &cfg.take, resolve, out)? {
+        Some(Reentry::Reenter { held, fence }) => {
+            out.verbose(
+                Ev::Reentered,
+                format!(
+                    "lock {} is held by the process that started this one (fence {fence}); \
+                     running the command under it",
+                    output::quote(cfg.take.name.key())
+                ),
+            );
+            let program = spawn::resolve(&cfg.argv[0])?;
+            return Err(reenter::exec(
+                &program,
+                &cfg.argv,
+                cfg.take.name.key(),
+                &held,
+                fence,
+            ));
         }
+        Some(Reentry::Exit(exit)) => return Ok(exit),
+        None => {}
     }
     // Signals next: from here on, INT/TERM/HUP/QUIT are events, not deaths.
-    let (tx, mut rx) = events::channel()
-        .map_err(|e| Error::Internal(format!("cannot create the event pipe: {e}")))?;
-    let cancel = Cancel::new();
-    let dispositions = signals::install(&tx, &cancel)
-        .map_err(|e| Error::Internal(format!("cannot install signal handlers: {e}")))?;
+    let mut session = Session::start(lock)?;
     let mut prepared = Prepared {
         // A missing command costs neither a Redis round trip nor a wait.
         program: spawn::resolve(&cfg.argv[0])?,
-        dispositions,
         // The guard that kills the command's group if distlock dies, or fails to kill it in
         // time: started now, rather than on the path from acquiring the lock to starting the
         // command.
@@ -90,39 +91,25 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         &cfg.argv,
         cfg.take.note.as_deref(),
     );
-    let grant = match take(
-        &cfg.take,
-        lock.as_mut(),
-        &holder,
-        (&tx, &mut rx),
-        &cancel,
-        out,
-    )? {
-        Ok(grant) => grant,
-        Err(exit) => return Ok(exit),
+    let grant = match session.take(&cfg.take, &holder, out)? {
+        Taken::Granted(grant) => grant,
+        Taken::Exit(exit) => return Ok(exit),
     };
     let key = output::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
-    let outcome = match signals::take_termination(&mut rx) {
+    let outcome = match session.interrupted() {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(
-            &cfg,
-            &mut prepared,
-            lock.as_ref(),
-            &grant,
-            (&tx, &mut rx),
-            out,
-        ),
+        None => run_locked(&cfg, &mut prepared, &mut session, &grant, out),
     };
     let (exit, validity) = match outcome {
         Err(e) => {
-            release(lock.as_mut(), &grant, &cfg, false, out);
+            session.release(&grant, &cfg.take, false, out);
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
-            release(lock.as_mut(), &grant, &cfg, false, out);
+            session.release(&grant, &cfg.take, false, out);
             let name = signal_name(signal);
             out.error(
                 Ev::Interrupted,
@@ -140,28 +127,28 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                     "lost lock {key} while the command ran ({}); the command's process group was terminated",
                     describe_loss(&loss, &cfg)
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            return Ok(Exit::Code(exit::LOCK_LOST));
+            return Ok(Exit::from(Code::LockLost));
         }
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
-            release(lock.as_mut(), &grant, &cfg, false, out);
+            session.release(&grant, &cfg.take, false, out);
             let limit = cfg.timeout.map(output::duration).unwrap_or_default();
             out.error(
                 Ev::TimedOut,
                 Msg::new(format!(
                     "the command ran past --timeout {limit}; its process group was stopped and \
                      lock {key} released (exit {})",
-                    exit::TIMED_OUT
+                    Code::TimedOut.get()
                 ))
-                .exit(exit::TIMED_OUT),
+                .exit(Code::TimedOut.get()),
             );
-            return Ok(Exit::Code(exit::TIMED_OUT));
+            return Ok(Exit::from(Code::TimedOut));
         }
         Ok(Started::Ended(Ending::Replaced(by), _)) => {
             // The newer run waits first in line: the release hands the lock to it.
-            release(lock.as_mut(), &grant, &cfg, false, out);
+            session.release(&grant, &cfg.take, false, out);
             let who = by.map_or_else(|| "a newer run".to_owned(), |by| by.summary_with_job());
             out.notice(
                 Ev::Replaced,
@@ -175,14 +162,14 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         }
         Ok(Started::Ended(Ending::Signaled(signal), validity)) => (Exit::Signal(signal), validity),
         Ok(Started::Ended(Ending::Exited(code), validity)) => (
-            Exit::Code(u8::try_from(code).unwrap_or(exit::SOFTWARE)),
+            Exit::Code(u8::try_from(code).unwrap_or(Code::Software.get())),
             validity,
         ),
     };
     // A run that succeeded keeps the lock taken for --min-interval/--cooldown; a failed one
     // leaves it free at once, so that the next host can retry.
     let succeeded = matches!(exit, Exit::Code(0));
-    if release(lock.as_mut(), &grant, &cfg, succeeded, out) == Some(Ownership::NotHeld) {
+    if session.release(&grant, &cfg.take, succeeded, out) == Some(Ownership::NotHeld) {
         // The lock cannot have expired before kill_at(validity). An answer that came before
         // that means the key was deleted or overwritten (an operator, or Redis lost its data)
         // while it was ours: the command may have run without the lock, so do not report its
@@ -197,9 +184,9 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                      or overwritten meanwhile, so the command may not have run exclusively",
                     describe_exit(&exit)
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            return Ok(Exit::Code(exit::LOCK_LOST));
+            return Ok(Exit::from(Code::LockLost));
         }
         out.warn(
             Ev::ExpiredAtRelease,
@@ -218,8 +205,6 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
 struct Prepared {
     /// The command's path.
     program: std::path::PathBuf,
-    /// Signal dispositions found at start-up.
-    dispositions: Dispositions,
     /// The guard (None if it could not be started).
     guard: Option<Guard>,
 }
@@ -236,11 +221,11 @@ enum Started {
 fn run_locked(
     cfg: &RunConfig,
     prepared: &mut Prepared,
-    lock: &dyn Lock,
+    session: &mut Session,
     grant: &Grant,
-    (tx, rx): (&events::Sender, &mut Events),
     out: &Output,
 ) -> Result<Started, Error> {
+    let lock = session.lock_ref();
     crate::child::become_subreaper();
     let terminal = Terminal::detect();
     // The grant's deadlines reach the guard before the command exists: it never watches the
@@ -273,7 +258,7 @@ fn run_locked(
         argv: &cfg.argv,
         env,
         take_terminal: terminal.is_some(),
-        reset_signals: &prepared.dispositions.reset_in_child,
+        reset_signals: &session.dispositions().reset_in_child,
         guard: prepared.guard.as_ref().and_then(Guard::pipe_fd),
     })?;
     if let Some(terminal) = &terminal {
@@ -281,8 +266,10 @@ fn run_locked(
         terminal.give_to(group);
     }
     let timeout = renewal_timeout(cfg);
+    let fresh = lock.fresh(timeout);
+    let (tx, rx) = session.events();
     let renewer = Renewer::new(RenewSpec {
-        lock: lock.fresh(timeout),
+        lock: fresh,
         token: grant.token.clone(),
         ttl: cfg.take.ttl,
         every: cfg.renew_every,
@@ -312,64 +299,6 @@ fn run_locked(
     }
     .run(rx);
     Ok(Started::Ended(ending, validity))
-}
-
-/// Release the lock, bounded by the Redis timeout; a failure is a warning (the key expires by
-/// itself). After a run that `succeeded`, a lock taken with an interval stays taken until it
-/// has passed. Returns what the release found, if it got an answer.
-fn release(
-    lock: &mut dyn Lock,
-    grant: &Grant,
-    cfg: &RunConfig,
-    succeeded: bool,
-    out: &Output,
-) -> Option<Ownership> {
-    let key = output::quote(cfg.take.name.key());
-    let budget = Budget::within(cfg.take.topology.timeout());
-    let released = lock.release_after(&grant.token, succeeded, &budget);
-    crate::commands::warn_failed_nodes(lock, out);
-    match released {
-        Ok(ownership) => {
-            let after = cfg.take.after;
-            if succeeded && (after.min_interval.is_some() || after.cooldown.is_some()) {
-                out.verbose(
-                    Ev::Released,
-                    format!(
-                        "released lock {key}; it stays taken until {} has passed",
-                        interval_words(after)
-                    ),
-                );
-            } else {
-                out.verbose(Ev::Released, format!("released lock {key}"));
-            }
-            Some(ownership)
-        }
-        Err(e) => {
-            out.warn(
-                Ev::ReleaseFailed,
-                format!(
-                    "cannot release lock {key} ({e}); it expires by itself within {}",
-                    output::duration(cfg.take.ttl.max(cfg.take.claim))
-                ),
-            );
-            None
-        }
-    }
-}
-
-/// `--min-interval 1h (from the start of the run)`, in words.
-fn interval_words(after: lock::AfterRun) -> String {
-    let mut words = Vec::new();
-    if let Some(d) = after.min_interval {
-        words.push(format!(
-            "--min-interval {} from the start of the run",
-            output::duration(d)
-        ));
-    }
-    if let Some(d) = after.cooldown {
-        words.push(format!("--cooldown {} from its end", output::duration(d)));
-    }
-    words.join(" and ")
 }
 
 /// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.
@@ -442,3 +371,6 @@ fn describe_exit(exit: &Exit) -> String {
         Exit::Signal(signal) => format!("the command was killed by {}", signal_name(*signal)),
     }
 }
+
+#[cfg(test)]
+mod tests;

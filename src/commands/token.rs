@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Lock, LockName, Ownership, Token, Topology};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -80,7 +79,7 @@ fn finish(
     match result {
         Ok(Ownership::Held) => {
             out.verbose(ev, format!("{done} lock {key}"));
-            Ok(Exit::Code(exit::SUCCESS))
+            Ok(Exit::from(Code::Success))
         }
         Ok(Ownership::NotHeld) => {
             out.error(
@@ -89,9 +88,9 @@ fn finish(
                     "cannot {verb} lock {key}: it is not held with this token (it expired, was \
                      released or broken, or another process holds it now)"
                 ))
-                .exit(exit::NOT_HELD),
+                .exit(Code::NotHeld.get()),
             );
-            Ok(Exit::Code(exit::NOT_HELD))
+            Ok(Exit::from(Code::NotHeld))
         }
         Err(source) => Err(Error::redis(
             format!("cannot {verb} lock {key}"),

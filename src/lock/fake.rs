@@ -43,6 +43,10 @@ pub struct World {
     pub attempts: Vec<(String, Queueing)>,
     /// Tokens that gave up.
     pub gave_up: Vec<String>,
+    /// Releases fail (Redis does not answer them); the key stays until it expires.
+    pub releases_fail: bool,
+    /// Called during each attempt, before it is answered (a signal that comes meanwhile).
+    pub during_attempt: Option<Box<dyn FnMut() + Send>>,
 }
 
 impl World {
@@ -211,6 +215,11 @@ impl Lock for FakeLock {
         !self.lineless
     }
 
+    fn recheck_after_notice(&self) -> bool {
+        // A lock without a line stands for a Redlock.
+        self.lineless
+    }
+
     fn try_acquire(
         &mut self,
         request: &Request<'_>,
@@ -245,6 +254,9 @@ impl Lock for FakeLock {
             ..request.clone()
         };
         let mut w = self.world();
+        if let Some(during) = w.during_attempt.as_mut() {
+            during();
+        }
         let now = Instant::now();
         w.attempts.push((token.to_owned(), request.queueing));
         w.purge(now);
@@ -389,6 +401,12 @@ impl Lock for FakeLock {
         _budget: &Budget,
     ) -> Result<Ownership, BackendError> {
         let mut w = self.world();
+        if w.releases_fail {
+            return Err(BackendError::Timeout {
+                sent: true,
+                after: Duration::from_millis(1),
+            });
+        }
         Ok(if w.release(token.as_str(), Instant::now()) {
             Ownership::Held
         } else {

@@ -50,7 +50,7 @@ use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 use crate::clock::Moment;
 
 pub use holder::{CoolDown, HeldBy, Holder};
-pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
+pub use name::{DEFAULT_PREFIX, LockName, validate_key, validate_pattern, validate_prefix};
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
@@ -502,6 +502,22 @@ pub trait Lock: Send {
     /// server.
     fn answering(&self) -> Option<Answering> {
         None
+    }
+
+    /// The servers this lock lives on, as configured: the kind of topology and the addresses
+    /// (passwords redacted). What tells two locks of one key apart across processes
+    /// (reentrancy, see [`crate::session::reenter`]); unlike [`Lock::describe`], it does not
+    /// change once the primary or Cluster node that serves the lock is known.
+    fn deployment(&self) -> String {
+        self.describe()
+    }
+
+    /// Whether a lock found still busy just after a release notification is looked at again
+    /// soon (a few times) rather than at its holder's expiry: for a lock whose release reaches
+    /// its servers one request each (a Redlock), where the notification from one server may
+    /// come before the others have the release. (A lock that keeps a line hands over instead.)
+    fn recheck_after_notice(&self) -> bool {
+        false
     }
 
     /// Subscribe to the wake-ups of the waiter `token`: its own (its turn came, it was

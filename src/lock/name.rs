@@ -1,5 +1,8 @@
 //! Lock names: which keys a user may choose, and the Redis keys derived from them.
 
+/// Default key prefix (clap's default for --prefix; a test keeps the two equal).
+pub const DEFAULT_PREFIX: &str = "distlock:";
+
 /// Longest accepted key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
 

@@ -374,6 +374,14 @@ impl super::Lock for Redlock {
         false
     }
 
+    fn recheck_after_notice(&self) -> bool {
+        true
+    }
+
+    fn deployment(&self) -> String {
+        format!("redlock {}", self.describe())
+    }
+
     fn try_acquire(
         &mut self,
         request: &Request<'_>,

@@ -258,6 +258,10 @@ impl Lock for SingleNode {
         self.worker.connector().describe()
     }
 
+    fn deployment(&self) -> String {
+        self.worker.connector().display().to_owned()
+    }
+
     fn queues(&self) -> bool {
         true
     }

@@ -8,7 +8,6 @@
 //! `***` in every message, whatever produced it (including Redis error texts).
 
 mod event;
-pub mod progress;
 
 pub use event::{Ev, table as event_table};
 

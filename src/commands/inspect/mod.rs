@@ -12,9 +12,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::SystemTime;
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{self, Lock, LockName, Survey, Topology};
 use crate::output::{self, Ev, Level, Output};
 
@@ -80,11 +79,11 @@ pub fn status(topology: Topology, name: LockName, json: bool, out: &Output) -> R
         print(&view.text())?;
     }
     Ok(Exit::Code(if view.split {
-        exit::BUSY
+        Code::Busy.get()
     } else if view.holders.is_empty() {
-        exit::FREE
+        Code::Free.get()
     } else {
-        exit::SUCCESS
+        Code::Success.get()
     }))
 }
 
@@ -126,7 +125,7 @@ pub fn list(
     if json {
         let items: Vec<_> = views.iter().map(View::json).collect();
         print_json(&items)?;
-        return Ok(Exit::Code(exit::SUCCESS));
+        return Ok(Exit::from(Code::Success));
     }
     if views.is_empty() {
         out.notice(
@@ -137,7 +136,7 @@ pub fn list(
                 output::quote(pattern)
             ),
         );
-        return Ok(Exit::Code(exit::SUCCESS));
+        return Ok(Exit::from(Code::Success));
     }
     let mut rows = vec![
         [
@@ -156,7 +155,7 @@ pub fn list(
             .map(|view| view.row().map(|cell| output::sanitize(&cell))),
     );
     print(&table(&rows, std::io::stdout().is_terminal()))?;
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }
 
 /// Rows as an aligned table (on a terminal) or tab-separated lines (for scripts).

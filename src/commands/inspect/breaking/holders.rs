@@ -2,9 +2,8 @@
 //! consent; each by the token that was shown.
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Ownership, Token};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -24,9 +23,9 @@ pub fn break_holders(
     if view.holders.is_empty() {
         out.notice(
             Ev::Free,
-            Msg::new(format!("lock {key} is free; nothing to break")).exit(exit::FREE),
+            Msg::new(format!("lock {key} is free; nothing to break")).exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let targets: Vec<&Shown<'_>> = match holder {
         None => view.holders.iter().collect(),
@@ -46,9 +45,9 @@ pub fn break_holders(
                             plural(view.holders.len(), "holder is", "holders are"),
                             view.id_list()
                         ))
-                        .exit(exit::FREE),
+                        .exit(Code::Free.get()),
                     );
-                    return Ok(Exit::Code(exit::FREE));
+                    return Ok(Exit::from(Code::Free));
                 }
                 [_] => matching,
                 several => {
@@ -109,9 +108,9 @@ pub fn break_holders(
             if !ask(&format!("{}{question} [y/N] ", view.text())) {
                 out.notice(
                     Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(exit::FREE),
+                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
                 );
-                return Ok(Exit::Code(exit::FREE));
+                return Ok(Exit::from(Code::Free));
             }
         }
     }
@@ -134,9 +133,9 @@ pub fn break_holders(
                     Ev::Broken,
                     Msg::new(format!("broke {named} ({}){next}", one.held.summary()))
                         .holder(one.held)
-                        .exit(exit::SUCCESS),
+                        .exit(Code::Success.get()),
                 );
-                Ok(Exit::Code(exit::SUCCESS))
+                Ok(Exit::from(Code::Success))
             }
             Ownership::NotHeld => {
                 let changed = if semaphore {
@@ -146,9 +145,9 @@ pub fn break_holders(
                 };
                 out.notice(
                     Ev::NotBroken,
-                    Msg::new(format!("{changed}; nothing was broken")).exit(exit::FREE),
+                    Msg::new(format!("{changed}; nothing was broken")).exit(Code::Free.get()),
                 );
-                Ok(Exit::Code(exit::FREE))
+                Ok(Exit::from(Code::Free))
             }
         };
     }
@@ -183,9 +182,9 @@ pub fn break_holders(
                 "none of the {} holders shown still held lock {key}; nothing was broken",
                 targets.len()
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let slots = if view.waiters.is_empty() {
         String::new()
@@ -198,7 +197,7 @@ pub fn break_holders(
             "broke {broken} of the {} holders of lock {key}{slots}",
             targets.len()
         ))
-        .exit(exit::SUCCESS),
+        .exit(Code::Success.get()),
     );
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }

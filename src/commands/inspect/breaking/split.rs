@@ -2,9 +2,8 @@
 //! names), after consent, each released on every node by the same token compare.
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{HeldBy, Lock, Token};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -84,9 +83,9 @@ pub fn break_split(
                 "lock {key} is split, but no node that answered holds a token to release; \
                  nothing was broken"
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     let targets: Vec<&Splinter<'_>> = match holder {
         None => splinters.iter().collect(),
@@ -106,9 +105,9 @@ pub fn break_split(
                             plural(splinters.len(), "token is", "tokens are"),
                             all()
                         ))
-                        .exit(exit::FREE),
+                        .exit(Code::Free.get()),
                     );
-                    return Ok(Exit::Code(exit::FREE));
+                    return Ok(Exit::from(Code::Free));
                 }
                 [_] => matching,
                 several => {
@@ -157,9 +156,9 @@ pub fn break_split(
             if !ask(&format!("{}{question} [y/N] ", view.text())) {
                 out.notice(
                     Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(exit::FREE),
+                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
                 );
-                return Ok(Exit::Code(exit::FREE));
+                return Ok(Exit::from(Code::Free));
             }
         }
     }
@@ -203,9 +202,9 @@ pub fn break_split(
                  broken",
                 targets.len()
             ))
-            .exit(exit::FREE),
+            .exit(Code::Free.get()),
         );
-        return Ok(Exit::Code(exit::FREE));
+        return Ok(Exit::from(Code::Free));
     }
     out.notice(
         Ev::Broken,
@@ -218,7 +217,7 @@ pub fn break_split(
                 "tokens"
             }
         ))
-        .exit(exit::SUCCESS),
+        .exit(Code::Success.get()),
     );
-    Ok(Exit::Code(exit::SUCCESS))
+    Ok(Exit::from(Code::Success))
 }

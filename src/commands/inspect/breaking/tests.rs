@@ -3,8 +3,8 @@
 use super::*;
 use std::time::{Duration, SystemTime};
 
-use crate::commands::Exit;
 use crate::commands::inspect::view::View;
+use crate::exit::Exit;
 use crate::lock::fake::FakeLock;
 use crate::output::{Format, Level, Output};
 

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Ev, Format, Level, Msg, Output, duration, quote};
 use crate::backend::BackendError;
 use crate::lock::{HolderTtl, Holders};
+use crate::output::{Ev, Format, Level, Msg, Output, duration, quote};
 
 /// The display of one wait.
 pub struct WaitDisplay {

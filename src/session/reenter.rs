@@ -3,8 +3,9 @@
 //! `deploy.sh` runs under `distlock run -k deploy` and calls `migrate.sh`, which takes the same
 //! lock: without this, the nested run would wait for its own parent until its `--wait` ran out.
 //! So `run` tells its command, in `DISTLOCK_HELD`, which locks it runs under: a JSON array of
-//! `{"lock", "token", "fence", "limit"}`, where `lock` names the Redis deployment (passwords
-//! redacted) and the lock's Redis key, so that only the same lock on the same servers matches.
+//! `{"lock", "token", "fence", "limit"}`, where `lock` names the Redis deployment (the kind of
+//! topology and the addresses, passwords redacted: [`Lock::deployment`]) and the lock's Redis
+//! key, so that only the same lock on the same servers matches.
 //! A nested run of a listed lock checks that the token still holds it (one read-only request),
 //! then `exec`s its command in place: it stays in the outer run's process group, so the outer
 //! run's renewals and kill deadline cover it, and nothing is taken or released twice. If the
@@ -23,9 +24,8 @@ use std::os::unix::process::CommandExt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Budget;
-use crate::commands::Exit;
 use crate::error::Error;
-use crate::exit;
+use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Token};
 use crate::output::{self, Ev, Msg, Output};
 
@@ -54,10 +54,10 @@ pub struct Held {
     pub limit: u32,
 }
 
-/// What names a lock across processes: the servers (as shown, passwords redacted) and the
-/// Redis key (prefix and key).
+/// What names a lock across processes: its deployment (the kind of topology and the servers'
+/// addresses, passwords redacted: [`Lock::deployment`]) and the Redis key (prefix and key).
 pub fn lock_id(lock: &dyn Lock) -> String {
-    format!("{} {}", lock.describe(), lock.name().lock_key())
+    format!("{} {}", lock.deployment(), lock.name().lock_key())
 }
 
 /// The locks the environment says this process runs under (none if the variable is unset or
@@ -77,7 +77,7 @@ pub fn held_by_ancestor(lock: &dyn Lock, prefix: &str) -> Option<(Held, Source)>
     }
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let same_prefix =
-        var("DISTLOCK_PREFIX").map_or(prefix == crate::config::DEFAULT_PREFIX, |p| p == prefix);
+        var("DISTLOCK_PREFIX").map_or(prefix == crate::lock::DEFAULT_PREFIX, |p| p == prefix);
     match (var("DISTLOCK_KEY"), var("DISTLOCK_TOKEN")) {
         (Some(key), Some(token)) if key == lock.name().key() && same_prefix => Some((
             Held {
@@ -139,9 +139,9 @@ pub fn check(
                     "lock {key} is no longer held by the run that started this one (it expired, \
                      was released or broken); the command was not started"
                 ))
-                .exit(exit::LOCK_LOST),
+                .exit(Code::LockLost.get()),
             );
-            Ok(Nested::Exit(Exit::Code(exit::LOCK_LOST)))
+            Ok(Nested::Exit(Exit::from(Code::LockLost)))
         }
         Err(source) => Err(Error::redis(
             format!("cannot check lock {key}, held by the run that started this one"),

@@ -1,16 +1,25 @@
 //! Taking a lock, as `run` and `acquire` both do: wait (with the waiting display), and turn
-//! every way a wait can end into either a [`Grant`] or how distlock should exit, with a message
-//! that says what may remain in Redis.
+//! every way a wait can end into either a [`Grant`] or how distlock should exit ([`Taken`]),
+//! with a message that says what may remain in Redis.
 
 use crate::backend::Cancel;
-use crate::commands::Exit;
 use crate::config::TakeConfig;
 use crate::error::Error;
 use crate::events::{Events, Sender};
+use crate::exit::Exit;
 use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
-use crate::output::progress::WaitDisplay;
 use crate::output::{self, Ev, Msg, Output};
+use crate::wait::display::WaitDisplay;
 use crate::wait::{self, Wait, Waited};
+
+/// How a take ended, short of an error.
+#[derive(Debug)]
+pub enum Taken {
+    /// The lock is ours.
+    Granted(Grant),
+    /// It is not: end with this (the message is printed).
+    Exit(Exit),
+}
 
 /// Wait for the lock described by `cfg` on `lock`, and return the grant, or how to exit
 /// instead (the message is already printed, or is in the error).
@@ -21,7 +30,7 @@ pub fn take(
     events: (&Sender, &mut Events),
     cancel: &Cancel,
     out: &Output,
-) -> Result<Result<Grant, Exit>, Error> {
+) -> Result<Taken, Error> {
     let key = output::quote(cfg.name.key());
     let token = Token::generate().map_err(|e| {
         Error::Internal(format!(
@@ -68,7 +77,7 @@ pub fn take(
                 ))
                 .waited(waited),
             );
-            Ok(Ok(grant))
+            Ok(Taken::Granted(grant))
         }
         Waited::Busy {
             waited,
@@ -97,12 +106,14 @@ pub fn take(
             if let Some(held) = &held {
                 message = message.holder(&held.first);
             }
-            if cfg.busy_exit == crate::exit::SUCCESS && !matches!(residue, Residue::MayRemain(_)) {
+            if cfg.busy_exit == crate::exit::Code::Success.get()
+                && !matches!(residue, Residue::MayRemain(_))
+            {
                 out.verbose(Ev::Busy, message);
             } else {
                 out.notice(Ev::Busy, message);
             }
-            Ok(Err(Exit::Code(cfg.busy_exit)))
+            Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Superseded {
             waited,
@@ -124,14 +135,14 @@ pub fn take(
                 Ev::Superseded,
                 Msg::new(message).exit(cfg.busy_exit).waited(waited),
             );
-            Ok(Err(Exit::Code(cfg.busy_exit)))
+            Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Conflict(conflict) => Err(Error::Conflict(conflict_message(
             &conflict, &key, cfg.limit,
         ))),
         Waited::Interrupted { signal, residue } => {
             let what = left_behind(residue, &key).unwrap_or_else(|| "nothing was acquired".into());
-            let name = crate::commands::signal_name(signal);
+            let name = super::signal_name(signal);
             out.error(
                 Ev::Interrupted,
                 Msg::new(format!(
@@ -139,7 +150,7 @@ pub fn take(
                 ))
                 .signal(name),
             );
-            Ok(Err(Exit::Signal(signal)))
+            Ok(Taken::Exit(Exit::Signal(signal)))
         }
         Waited::Failed {
             error,

@@ -1,0 +1,369 @@
+//! Each subcommand's options (the top level and the global options are in [`super`]).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::values::{DurationArg, Generated, WaitMode, parse_duration, parse_signal};
+use crate::exit::Code;
+
+/// Options shared by the commands that take a lock (`run`, `acquire`).
+#[derive(Debug, Args)]
+pub struct TakeArgs {
+    /// Name of the lock.
+    ///
+    /// Up to 256 bytes of printable characters without whitespace, braces, backslashes or glob
+    /// characters (* ? [ ]). Processes that use the same key (and prefix) on the same Redis
+    /// exclude each other.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Lifetime of the lock in Redis without renewal (from 1s to 24h).
+    ///
+    /// distlock run renews the lock every --renew-every while the command runs; if distlock or
+    /// its machine dies, the lock expires after at most this long.
+    #[arg(
+        short,
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_TTL",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub ttl: DurationArg,
+
+    /// Wait at most this long for the lock (default: wait forever).
+    #[arg(
+        short,
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_WAIT",
+        value_parser = parse_duration
+    )]
+    pub wait: Option<DurationArg>,
+
+    /// Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT).
+    #[arg(short, long)]
+    pub no_wait: bool,
+
+    /// Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly.
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "CODE",
+        env = "DISTLOCK_CONFLICT_EXIT_CODE",
+        default_value_t = Code::Busy.get()
+    )]
+    pub conflict_exit_code: u8,
+
+    /// How to wait for a busy lock.
+    ///
+    /// Both wait in the fair line (first come, first served). notify: woken alone when the
+    /// lock is handed over. spin: poll with capped, jittered exponential backoff (no pub/sub).
+    /// Neither sleeps past the holder's expiry.
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "DISTLOCK_WAIT_MODE",
+        default_value = "notify"
+    )]
+    pub wait_mode: WaitMode,
+
+    /// Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex.
+    ///
+    /// Every holder has its own token, renewal and release. Everyone who uses KEY must give the
+    /// same limit: a key held as a mutex, or as a semaphore of another limit, is refused.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "DISTLOCK_LIMIT",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub limit: u32,
+
+    /// Newest wins: join the line and cancel every waiter that joined before (not the holder).
+    ///
+    /// Each cancelled waiter leaves the line at once, says who superseded it, and exits with
+    /// the -E code (75 by default; -E 0 makes it a quiet skip). Needs a wait (not --no-wait)
+    /// and one Redis deployment: a Redlock (several URLs) keeps no line, and refuses it.
+    #[arg(long)]
+    pub supersede: bool,
+
+    /// Newest replaces the running one: stop the holder's command, then take the lock.
+    ///
+    /// Cancels the older waiters as --supersede does, and asks the holder to stop: its own
+    /// distlock run stops its command with the usual policy (--kill-signal, then SIGKILL after
+    /// --kill-grace), releases the lock once the command and everything it started are gone,
+    /// and exits with its -E code (75 by default), saying it was replaced by whom. This run
+    /// starts only then: never while the old command may still run. A holder that is not a
+    /// distlock run (an acquire, another client) is waited for. Needs a wait (not --no-wait), a
+    /// mutex (not --limit) and one Redis deployment (a Redlock keeps no line).
+    #[arg(long)]
+    pub replace: bool,
+
+    /// A reason, stored with the lock and shown to whoever waits for it or asks about it.
+    #[arg(long, value_name = "TEXT", env = "DISTLOCK_NOTE")]
+    pub note: Option<String>,
+
+    /// Without a terminal, print a "still waiting" line this often while waiting.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_REPORT_EVERY",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub report_every: DurationArg,
+
+    /// At most one run per period: keep the lock taken this long after a good run started.
+    ///
+    /// After a run that succeeded (exit 0), the lock stays taken until this long after the run
+    /// started. For a cron entry on several hosts: a host whose cron fires late finds the lock taken
+    /// ("it ran recently") instead of free, and with -n skips (the -E code; -n -E 0 skips
+    /// quietly); waiters wait until the period is over (within --wait). A run that failed
+    /// (non-zero exit, a signal, a lost lock) leaves the lock free at once, so that the next
+    /// host can retry. status shows the lock cooling down; break clears it. A mutex only (not
+    /// with --limit). For acquire, distlock release applies it (release --failed does not).
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_MIN_INTERVAL",
+        value_parser = parse_duration
+    )]
+    pub min_interval: Option<DurationArg>,
+
+    /// After a run that succeeded, keep the lock taken this long after the run ended.
+    ///
+    /// As --min-interval, counted from the end of the run instead of its start; with both,
+    /// the later of the two ends the cool-down.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_COOLDOWN",
+        value_parser = parse_duration
+    )]
+    pub cooldown: Option<DurationArg>,
+
+    /// Give up (exit 69) on a Redis that has not answered once within this long.
+    ///
+    /// A server that has never answered since distlock started (wrong host or port, a firewall
+    /// that drops packets, TLS against plain text) is a configuration problem, not a wait:
+    /// refused connections, TLS, authentication and protocol errors end the wait at once;
+    /// timeouts are retried until this limit, then reported. Once Redis has answered, failures
+    /// are retried within --wait and reported every --report-every.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_UNREACHABLE_AFTER",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub unreachable_after: DurationArg,
+}
+
+/// `distlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub take: TakeArgs,
+
+    /// Renew the lock this often while the command runs (default: a third of --ttl).
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_RENEW_EVERY",
+        value_parser = parse_duration
+    )]
+    pub renew_every: Option<DurationArg>,
+
+    /// Signal that stops the command (lock lost, --timeout, --replace) (name or number).
+    #[arg(
+        long,
+        value_name = "SIG",
+        env = "DISTLOCK_KILL_SIGNAL",
+        default_value = "TERM",
+        value_parser = parse_signal
+    )]
+    pub kill_signal: i32,
+
+    /// Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter).
+    ///
+    /// Both signals go to the command's whole process group, timed so that the group is dead
+    /// before the lock can expire in Redis.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_KILL_GRACE",
+        value_parser = parse_duration
+    )]
+    pub kill_grace: Option<DurationArg>,
+
+    /// Stop the command if it runs longer than this, release the lock, and exit 79.
+    ///
+    /// Counted from the command's start. The command's process group gets --kill-signal, then
+    /// SIGKILL after --kill-grace, as when the lock is lost; the lock is kept (renewed) until
+    /// the group is gone, then released. 79 is distlock's own code, unlike timeout(1)'s 124,
+    /// which distlock uses for a lost lock. Renewals keep a hung job's lock forever: this is
+    /// the bound on a job that must not block every later run.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub timeout: Option<DurationArg>,
+
+    /// The command to run, and its arguments (put them after --).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `distlock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Print JSON (one object) instead of text.
+    ///
+    /// key, redis_key, held, ttl_ms, held_for_ms, acquired_at and holder describe the holder
+    /// (a semaphore's oldest); fence is its fencing token; cooldown, present only when a run
+    /// that succeeded keeps the lock taken (--min-interval, --cooldown), says when it ended
+    /// and when the next may start (ended_ms_ago, ended_at, next_at, min_interval_ms,
+    /// cooldown_ms); limit is 1 for a mutex, N for a semaphore, 0 when free; holders lists
+    /// every holder (id, ttl_ms, held_for_ms, acquired_at, fence, slot for a semaphore,
+    /// holder) and waiting every waiter, first in line first (position, waited_ms, since,
+    /// limit, holder).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only locks whose key matches this glob (* ? [...]), e.g. 'deploy-*'.
+    #[arg(value_name = "PATTERN", default_value = "*")]
+    pub pattern: String,
+
+    /// Print JSON (an array of what status --json prints) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock break`.
+#[derive(Debug, Args)]
+pub struct BreakArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Break only the holder with this id (as distlock status shows it; 4 characters or more).
+    ///
+    /// An id is the start of the holder's token: its first 4 characters or more name it. An id
+    /// that matches several holders is refused, listing their ids (exit 64); one that matches
+    /// none breaks nothing (exit 1).
+    #[arg(long, value_name = "ID")]
+    pub holder: Option<String>,
+
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// `distlock acquire`.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub take: TakeArgs,
+
+    /// Append the lock's DISTLOCK_KEY, DISTLOCK_FENCE and DISTLOCK_TOKEN to FILE; print nothing.
+    ///
+    /// Only once the lock is held: when it is busy, Redis is unreachable or distlock is
+    /// interrupted, FILE is left untouched and the exit is non-zero, so that one line fails a
+    /// CI step that did not get the lock (--env-file "$GITHUB_ENV" in GitHub Actions, a dotenv
+    /// file in GitLab CI). Appends NAME=value lines in one write: DISTLOCK_KEY,
+    /// DISTLOCK_TTL_MS, DISTLOCK_FENCE, DISTLOCK_SLOT with --limit N, DISTLOCK_TOKEN, and
+    /// DISTLOCK_PREFIX when --prefix is not the default;
+    /// never the Redis URL. Nothing goes to stdout, which keeps the token out of CI logs. Later
+    /// steps with these in their environment run distlock renew and distlock release without
+    /// --key and --token. If FILE cannot be written after all, the lock is released and
+    /// distlock exits 74.
+    #[arg(long, value_name = "FILE")]
+    pub env_file: Option<PathBuf>,
+
+    /// Print one JSON object instead of the bare token: key, token, fence, TTL and limit.
+    #[arg(long, conflicts_with = "env_file")]
+    pub json: bool,
+}
+
+/// The lock and token of `renew` and `release`.
+#[derive(Debug, Args)]
+pub struct HeldArgs {
+    /// Name of the lock.
+    ///
+    /// When absent, read from DISTLOCK_KEY, as the token is from DISTLOCK_TOKEN: a later step
+    /// that has both in its environment (distlock acquire --env-file writes them) needs neither
+    /// flag.
+    #[arg(
+        short,
+        long,
+        value_name = "KEY",
+        env = "DISTLOCK_KEY",
+        hide_env_values = true
+    )]
+    pub key: String,
+
+    /// The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "DISTLOCK_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: String,
+}
+
+/// `distlock renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    #[command(flatten)]
+    pub held: HeldArgs,
+
+    /// New lifetime from now (default: the TTL the lock was acquired with).
+    #[arg(short, long, value_name = "DUR", value_parser = parse_duration)]
+    pub ttl: Option<DurationArg>,
+}
+
+/// `distlock release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub held: HeldArgs,
+
+    /// The work under the lock failed: free it at once (no --min-interval or --cooldown).
+    ///
+    /// A lock acquired with --min-interval or --cooldown otherwise stays taken after the
+    /// release until the interval has passed.
+    #[arg(long)]
+    pub failed: bool,
+}
+
+/// `distlock generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to write (default: both).
+    #[arg(value_name = "WHAT")]
+    pub what: Option<Generated>,
+
+    /// Directory that holds completions/ and man/ (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}

@@ -1,0 +1,388 @@
+//! The engine against the fake lock: its logic without Redis.
+
+use super::*;
+use crate::backend::Cancel;
+use crate::events;
+use crate::lock::Queueing;
+use crate::lock::fake::{FakeLock, REFRESH};
+use crate::lock::{Holder, Token};
+use crate::output::{Format, Level, Output};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+const CLAIM: Duration = Duration::from_secs(5);
+
+struct Waiter {
+    token: Token,
+    cancel: Cancel,
+    signal: events::Sender,
+    handle: JoinHandle<(Waited, Duration)>,
+}
+
+/// Run the engine for a new client of `lock`'s world on a thread of its own.
+fn waiter(lock: &FakeLock, limit: u32, wait: Option<Duration>, queueing: Queueing) -> Waiter {
+    waiter_with(lock.client(), limit, wait, queueing, WaitMode::Notify)
+}
+
+fn waiter_with(
+    mut lock: FakeLock,
+    limit: u32,
+    wait: Option<Duration>,
+    queueing: Queueing,
+    mode: WaitMode,
+) -> Waiter {
+    let token = Token::generate().unwrap();
+    let cancel = Cancel::new();
+    let (tx, mut rx) = events::channel().unwrap();
+    let (t, c, s) = (token.clone(), cancel.clone(), tx.clone());
+    let handle = std::thread::spawn(move || {
+        let out = Output::new(Level::Quiet, Format::Text, Vec::new());
+        let holder = Holder::default();
+        let w = Wait {
+            request: Request {
+                token: &t,
+                claim: CLAIM,
+                ttl: Duration::from_secs(30),
+                holder: &holder,
+                limit,
+                queueing,
+                polls: false,
+                after: crate::lock::AfterRun::default(),
+            },
+            policy: WaitPolicy { limit: wait, mode },
+            timeout: Duration::from_millis(100),
+            unreachable_after: Duration::from_millis(300),
+            cancel: &c,
+        };
+        let mut display = WaitDisplay::new(&out, "k", "fake://", wait, Duration::from_secs(30));
+        let start = Instant::now();
+        let waited = acquire(&mut lock, &w, (&tx, &mut rx), &mut display, &out);
+        (waited, start.elapsed())
+    });
+    Waiter {
+        token,
+        cancel,
+        signal: s,
+        handle,
+    }
+}
+
+fn in_line(lock: &FakeLock, token: &Token) -> bool {
+    lock.world()
+        .line
+        .iter()
+        .any(|(t, _, _)| t == token.as_str())
+}
+
+fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Poll `condition` every 2ms for at most 5s.
+fn wait_for(mut condition: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < end, "condition not met within 5s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn join(w: Waiter) -> (Waited, Duration) {
+    w.handle.join().unwrap()
+}
+
+#[test]
+fn an_uncontended_lock_costs_one_attempt_without_a_place_in_line() {
+    let lock = FakeLock::new();
+    let (waited, _) = join(waiter(&lock, 1, None, Queueing::Join));
+    let Waited::Acquired { grant, .. } = waited else {
+        panic!("{waited:?}");
+    };
+    assert_eq!(grant.fence, 1);
+    assert_eq!(grant.validity.ttl, CLAIM);
+    let w = lock.world();
+    assert_eq!(w.attempts.len(), 1);
+    assert_eq!(w.attempts[0].1, Queueing::Try);
+    assert!(w.gave_up.is_empty());
+}
+
+#[test]
+fn a_release_hands_the_lock_to_the_first_in_line() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let w = waiter(&lock, 1, None, Queueing::Join);
+    until("the waiter to take its place", || in_line(&lock, &w.token));
+    lock.client()
+        .release(
+            &Token::from_text("holder"),
+            &Budget::within(Duration::from_secs(1)),
+        )
+        .unwrap();
+    let token = w.token.clone();
+    let (waited, took) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?}: woken, not by expiry"
+    );
+    let world = lock.world();
+    let mine: Vec<Queueing> = world
+        .attempts
+        .iter()
+        .filter(|(t, _)| t == token.as_str())
+        .map(|(_, q)| *q)
+        .collect();
+    // Try, then (subscribed) join, then take up the lock handed over.
+    assert_eq!(mine.first(), Some(&Queueing::Try));
+    assert!(mine[1..].iter().all(|q| *q == Queueing::Join), "{mine:?}");
+}
+
+#[test]
+fn waiters_are_served_in_the_order_they_joined() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let w = waiter(&lock, 1, None, Queueing::Join);
+        until("the waiter to take its place", || in_line(&lock, &w.token));
+        waiters.push((i, w));
+    }
+    lock.client()
+        .release(
+            &Token::from_text("holder"),
+            &Budget::within(Duration::from_secs(1)),
+        )
+        .unwrap();
+    for (i, w) in waiters {
+        let token = w.token.clone();
+        let (waited, _) = join(w);
+        assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+        order.lock().unwrap().push(i);
+        lock.client()
+            .release(&token, &Budget::within(Duration::from_secs(1)))
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn a_lost_wake_up_costs_at_most_a_refresh() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let w = waiter(&lock, 1, None, Queueing::Join);
+    until("the waiter to take its place", || in_line(&lock, &w.token));
+    lock.world().deaf.push(w.token.as_str().to_owned());
+    let released = Instant::now();
+    lock.client()
+        .release(
+            &Token::from_text("holder"),
+            &Budget::within(Duration::from_secs(1)),
+        )
+        .unwrap();
+    let (waited, _) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(released.elapsed() < REFRESH * 5, "{:?}", released.elapsed());
+}
+
+#[test]
+fn the_wait_limit_ends_the_wait_and_leaves_the_line() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let w = waiter(&lock, 1, Some(Duration::from_millis(200)), Queueing::Join);
+    let token = w.token.clone();
+    let (waited, took) = join(w);
+    assert!(matches!(waited, Waited::Busy { .. }), "{waited:?}");
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    assert!(took < Duration::from_millis(600), "{took:?}");
+    assert!(!in_line(&lock, &token));
+    assert!(lock.world().gave_up.contains(&token.as_str().to_owned()));
+}
+
+#[test]
+fn a_signal_ends_the_wait_and_leaves_the_line() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let w = waiter(&lock, 1, None, Queueing::Join);
+    until("the waiter to take its place", || in_line(&lock, &w.token));
+    // What the signal handler does.
+    w.cancel.cancel();
+    // SAFETY: writing one byte from a valid buffer to a valid fd.
+    unsafe { libc::write(w.signal.raw_wake_fd(), [15u8].as_ptr().cast(), 1) };
+    let token = w.token.clone();
+    let (waited, _) = join(w);
+    assert!(
+        matches!(
+            waited,
+            Waited::Interrupted {
+                signal: 15,
+                residue: Residue::Nothing
+            }
+        ),
+        "{waited:?}"
+    );
+    assert!(!in_line(&lock, &token));
+}
+
+#[test]
+fn the_newest_waiter_supersedes_the_older_ones() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let older = waiter(&lock, 1, None, Queueing::Join);
+    until("the older waiter to take its place", || {
+        in_line(&lock, &older.token)
+    });
+    let newer = waiter(&lock, 1, None, Queueing::Supersede);
+    let (waited, _) = join(older);
+    assert!(matches!(waited, Waited::Superseded { .. }), "{waited:?}");
+    until("the newer waiter to take its place", || {
+        in_line(&lock, &newer.token)
+    });
+    lock.client()
+        .release(
+            &Token::from_text("holder"),
+            &Budget::within(Duration::from_secs(1)),
+        )
+        .unwrap();
+    let (waited, _) = join(newer);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+}
+
+#[test]
+fn a_key_held_with_another_limit_is_a_conflict() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 3, Duration::from_secs(30));
+    let (waited, _) = join(waiter(&lock, 1, None, Queueing::Join));
+    assert!(matches!(waited, Waited::Conflict(_)), "{waited:?}");
+}
+
+#[test]
+fn a_semaphore_slot_is_handed_to_the_next_in_line() {
+    let lock = FakeLock::new();
+    lock.hold("a", 2, Duration::from_secs(30));
+    lock.hold("b", 2, Duration::from_secs(30));
+    let w = waiter(&lock, 2, None, Queueing::Join);
+    until("the waiter to take its place", || in_line(&lock, &w.token));
+    lock.client()
+        .release(
+            &Token::from_text("a"),
+            &Budget::within(Duration::from_secs(1)),
+        )
+        .unwrap();
+    let (waited, _) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert_eq!(lock.world().holders.len(), 2);
+}
+
+/// A lock without a line (a Redlock) notifies from one server before the others
+/// have the release: the waiter looks again soon, not at the holder's expiry.
+#[test]
+fn a_notice_before_the_release_lands_is_looked_at_again_soon() {
+    let mut lock = FakeLock::new();
+    lock.lineless = true;
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let w = waiter_with(lock.client(), 1, None, Queueing::Join, WaitMode::Notify);
+    wait_for(|| !lock.world().subscribed().is_empty());
+    let notified = Instant::now();
+    lock.notify_all();
+    std::thread::sleep(Duration::from_millis(15));
+    lock.drop_holder("holder");
+    let (waited, _) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(
+        notified.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        notified.elapsed()
+    );
+    assert!(lock.world().line.is_empty());
+}
+
+#[test]
+fn no_wait_tries_once_without_subscribing_or_a_place() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let (waited, _) = join(waiter(&lock, 1, Some(Duration::ZERO), Queueing::Join));
+    assert!(matches!(waited, Waited::Busy { .. }), "{waited:?}");
+    let w = lock.world();
+    assert_eq!(w.attempts.len(), 1);
+    assert!(w.line.is_empty() && w.gave_up.is_empty());
+}
+
+#[test]
+fn spin_mode_takes_a_place_in_line_without_subscribing() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_millis(150));
+    let w = waiter_with(lock.client(), 1, None, Queueing::Join, WaitMode::Spin);
+    let (waited, _) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    let world = lock.world();
+    // The first attempt only tries; every later one keeps (or takes) the place.
+    assert_eq!(world.attempts[0].1, Queueing::Try);
+    assert!(world.attempts.len() >= 2);
+    assert!(
+        world.attempts[1..]
+            .iter()
+            .all(|(_, q)| *q == Queueing::Join)
+    );
+    assert!(world.subscribed().is_empty());
+}
+
+#[test]
+fn a_server_that_never_answers_ends_the_wait() {
+    let lock = FakeLock::new();
+    let client = lock.client();
+    *client.hang.lock().unwrap() = true;
+    let w = waiter_with(client, 1, None, Queueing::Join, WaitMode::Notify);
+    let (waited, took) = join(w);
+    let Waited::Failed {
+        unanswered,
+        residue,
+        ..
+    } = waited
+    else {
+        panic!("{waited:?}");
+    };
+    assert!(unanswered.is_some_and(|u| u.attempts >= 2));
+    // Every attempt may have been applied: what may remain is said.
+    assert!(matches!(residue, Residue::MayRemain(CLAIM)), "{residue:?}");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn a_lost_reply_is_taken_back_when_the_wait_ends() {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    let client = lock.client();
+    client
+        .failures
+        .lock()
+        .unwrap()
+        .push_back(BackendError::Timeout {
+            sent: true,
+            after: Duration::from_millis(100),
+        });
+    let w = waiter_with(
+        client,
+        1,
+        Some(Duration::from_millis(300)),
+        Queueing::Join,
+        WaitMode::Notify,
+    );
+    let (waited, _) = join(w);
+    assert!(
+        matches!(
+            waited,
+            Waited::Busy {
+                residue: Residue::TakenBack,
+                ..
+            }
+        ),
+        "{waited:?}"
+    );
+}
