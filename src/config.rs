@@ -13,7 +13,7 @@ use crate::cli::{self, Cli};
 use crate::envfile::{self, EnvFile};
 use crate::error::Error;
 use crate::lock::{self, AfterRun, LockName, Token, Topology};
-use crate::output::{self, Format, Level, Output};
+use crate::output::{Format, Level, Output};
 use crate::renew::Deadlines;
 use crate::wait::WaitPolicy;
 
@@ -228,7 +228,7 @@ impl Origins {
 
     /// A duration the user gave, named as [`Origins::given`] does, echoed as written.
     fn duration(&self, id: &str, d: &cli::DurationArg) -> String {
-        self.given(id, &output::sanitize(&d.text))
+        self.given(id, &crate::text::sanitize(&d.text))
     }
 
     /// A message about the value of `id` found by another module (it names the value, not where it
@@ -445,7 +445,7 @@ fn topology(
                 return Err(Error::Usage(format!(
                     "{} is out of range; use 10ms to --redis-timeout ({})",
                     origins.duration("replicas_timeout", &global.replicas_timeout),
-                    output::duration(timeout)
+                    crate::text::duration(timeout)
                 )));
             }
             if matches!(servers, Servers::Independent(_)) {
@@ -478,7 +478,7 @@ fn topology(
                         return Err(Error::Usage(format!(
                             "{} is out of range; use 10ms to --redis-timeout ({})",
                             origins.duration("node_timeout", given),
-                            output::duration(timeout)
+                            crate::text::duration(timeout)
                         )));
                     }
                     given.value
@@ -523,7 +523,7 @@ fn holder_id(text: &str) -> Result<String, Error> {
         return Err(Error::Usage(format!(
             "--holder {} is too short; give at least {min} characters of the id that \
              distlock status shows for the holder",
-            output::quote(id)
+            crate::text::quote(id)
         )));
     }
     Ok(id.to_owned())
@@ -754,7 +754,7 @@ fn tls_files(global: &cli::GlobalArgs, origins: &Origins, tls: bool) -> Result<T
         std::fs::read(path).map_err(|e| {
             Error::Usage(format!(
                 "cannot read {}: {e}",
-                origins.given(id, &output::quote(&path.display().to_string()))
+                origins.given(id, &crate::text::quote(&path.display().to_string()))
             ))
         })
     };
@@ -815,7 +815,7 @@ fn run_config(
         .as_ref()
         .map_or_else(|| whole_ms(ttl / 3), |given| given.value);
     let renew_every_text = args.renew_every.as_ref().map_or_else(
-        || format!("--renew-every {}", output::duration(renew_every)),
+        || format!("--renew-every {}", crate::text::duration(renew_every)),
         |given| origins.duration("renew_every", given),
     );
     if renew_every < MIN_RENEW_EVERY || renew_every >= ttl {
@@ -828,7 +828,7 @@ fn run_config(
         |given| given.value,
     );
     let grace_text = args.kill_grace.as_ref().map_or_else(
-        || format!("--kill-grace {}", output::duration(grace)),
+        || format!("--kill-grace {}", crate::text::duration(grace)),
         |given| origins.duration("kill_grace", given),
     );
     let deadlines = Deadlines { ttl, grace };
@@ -843,7 +843,7 @@ fn run_config(
                 "{grace_text} with {ttl_text} and {renew_every_text} leaves no time to retry a failed \
                  renewal before the kill (safety margin {}); use a --kill-grace of at most {room}ms, a \
                  shorter --renew-every, or a longer --ttl",
-                output::duration(deadlines.margin()),
+                crate::text::duration(deadlines.margin()),
             )));
         }
     }

@@ -40,6 +40,7 @@ pub mod lock;
 pub mod output;
 pub mod renew;
 pub mod signals;
+pub mod text;
 pub mod wait;
 
 /// What `distlock --version` says: the version, and the commit and date it was built from when
@@ -281,9 +282,9 @@ fn refused_value(
         long: arg.get_long().map(str::to_owned),
         env_var,
         value: if value.is_empty() || value.contains(char::is_whitespace) {
-            output::quote(value)
+            crate::text::quote(value)
         } else {
-            output::sanitize(value)
+            crate::text::sanitize(value)
         },
         reason,
     })

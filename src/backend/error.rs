@@ -277,12 +277,12 @@ impl fmt::Display for BackendError {
         match self {
             BackendError::Connect(detail) => write!(f, "cannot connect: {detail}"),
             BackendError::Timeout { sent: true, after } => {
-                write!(f, "no answer within {}", crate::output::duration(*after))
+                write!(f, "no answer within {}", crate::text::duration(*after))
             }
             BackendError::Timeout { sent: false, after } => write!(
                 f,
                 "could not connect within {}",
-                crate::output::duration(*after)
+                crate::text::duration(*after)
             ),
             BackendError::Lost(detail) => write!(f, "connection lost ({detail})"),
             BackendError::Interrupted { .. } => write!(f, "interrupted"),
@@ -297,7 +297,7 @@ impl fmt::Display for BackendError {
                  protocol {}",
                 newer.key.as_deref().map_or_else(
                     || "the lock".to_owned(),
-                    |k| format!("lock {}", crate::output::quote(k))
+                    |k| format!("lock {}", crate::text::quote(k))
                 ),
                 newer.found,
                 env!("CARGO_PKG_VERSION"),
@@ -323,7 +323,7 @@ impl fmt::Display for BackendError {
                         u.acked,
                         u.wanted,
                         if u.wanted == 1 { "" } else { "s" },
-                        crate::output::duration(u.within)
+                        crate::text::duration(u.within)
                     )?;
                     match u.syncing.as_slice() {
                         [] => Ok(()),

@@ -639,7 +639,7 @@ impl SentinelRoute {
         if unknown {
             return Err(BackendError::Mismatch(format!(
                 "the sentinels do not know the service \"{}\"; check the name after the hosts in the URL",
-                crate::output::sanitize(&self.service)
+                crate::text::sanitize(&self.service)
             )));
         }
         if timed_out {

@@ -21,10 +21,7 @@ pub enum Exit {
 /// lock hands each node out once).
 pub fn warn_failed_nodes(lock: &mut dyn crate::lock::Lock, out: &crate::output::Output) {
     for failure in lock.take_failures() {
-        out.warn(
-            crate::output::Ev::NodeFailed,
-            crate::output::node_failed(&failure),
-        );
+        out.warn(crate::output::Ev::NodeFailed, failure.warning());
     }
 }
 

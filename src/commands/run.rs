@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::events::{self, Events};
 use crate::exit;
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
 use crate::signals::{self, Dispositions};
 
@@ -42,7 +42,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
                     format!(
                         "lock {} is held by the process that started this one (fence {fence}); \
                          running the command under it",
-                        output::quote(cfg.take.name.key())
+                        crate::text::quote(cfg.take.name.key())
                     ),
                 );
                 return Err(reenter::exec(
@@ -101,7 +101,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         Ok(grant) => grant,
         Err(exit) => return Ok(exit),
     };
-    let key = output::quote(cfg.take.name.key());
+    let key = crate::text::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
     let outcome = match signals::take_termination(&mut rx) {
@@ -147,7 +147,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
             release(lock.as_mut(), &grant, &cfg, false, out);
-            let limit = cfg.timeout.map(output::duration).unwrap_or_default();
+            let limit = cfg.timeout.map(crate::text::duration).unwrap_or_default();
             out.error(
                 Ev::TimedOut,
                 Msg::new(format!(
@@ -296,7 +296,7 @@ fn run_locked(
         Ev::Started,
         format!(
             "started {} (process group {group})",
-            output::quote_os(&cfg.argv[0])
+            crate::text::quote_os(&cfg.argv[0])
         ),
     );
     let (ending, validity) = Supervisor {
@@ -324,7 +324,7 @@ fn release(
     succeeded: bool,
     out: &Output,
 ) -> Option<Ownership> {
-    let key = output::quote(cfg.take.name.key());
+    let key = crate::text::quote(cfg.take.name.key());
     let budget = Budget::within(cfg.take.topology.timeout());
     let released = lock.release_after(&grant.token, succeeded, &budget);
     crate::commands::warn_failed_nodes(lock, out);
@@ -349,7 +349,7 @@ fn release(
                 Ev::ReleaseFailed,
                 format!(
                     "cannot release lock {key} ({e}); it expires by itself within {}",
-                    output::duration(cfg.take.ttl.max(cfg.take.claim))
+                    crate::text::duration(cfg.take.ttl.max(cfg.take.claim))
                 ),
             );
             None
@@ -363,11 +363,14 @@ fn interval_words(after: lock::AfterRun) -> String {
     if let Some(d) = after.min_interval {
         words.push(format!(
             "--min-interval {} from the start of the run",
-            output::duration(d)
+            crate::text::duration(d)
         ));
     }
     if let Some(d) = after.cooldown {
-        words.push(format!("--cooldown {} from its end", output::duration(d)));
+        words.push(format!(
+            "--cooldown {} from its end",
+            crate::text::duration(d)
+        ));
     }
     words.join(" and ")
 }
@@ -400,11 +403,11 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
             match last_error {
                 Some(e) => format!(
                     "no renewal succeeded for {} {of}; last error: {e}",
-                    output::duration(*since_anchor)
+                    crate::text::duration(*since_anchor)
                 ),
                 None => format!(
                     "no renewal was confirmed for {} {of} (Redis did not answer, or distlock was stopped)",
-                    output::duration(*since_anchor)
+                    crate::text::duration(*since_anchor)
                 ),
             }
         }
@@ -414,7 +417,7 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
             ttl,
         } => format!(
             "distlock's guard process ended the command because no renewal was confirmed in time: none for {} {}{}, while distlock itself was stopped or could not run",
-            output::duration(*since_anchor),
+            crate::text::duration(*since_anchor),
             of_ttl(*ttl, cfg),
             last_error
                 .as_ref()
@@ -429,10 +432,10 @@ fn of_ttl(ttl: Duration, cfg: &RunConfig) -> String {
     if ttl < cfg.take.ttl {
         format!(
             "of the {} claim it was acquired with",
-            output::duration(ttl)
+            crate::text::duration(ttl)
         )
     } else {
-        format!("of its {} TTL", output::duration(ttl))
+        format!("of its {} TTL", crate::text::duration(ttl))
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::events::{Events, Sender};
 use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
 use crate::output::progress::WaitDisplay;
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::wait::{self, Wait, Waited};
 
 /// Wait for the lock described by `cfg` on `lock`, and return the grant, or how to exit
@@ -22,7 +22,7 @@ pub fn take(
     cancel: &Cancel,
     out: &Output,
 ) -> Result<Result<Grant, Exit>, Error> {
-    let key = output::quote(cfg.name.key());
+    let key = crate::text::quote(cfg.name.key());
     let token = Token::generate().map_err(|e| {
         Error::Internal(format!(
             "cannot get random bytes for the lock's token from the kernel (getrandom): {e}"
@@ -64,7 +64,7 @@ pub fn take(
                 Msg::new(format!(
                     "acquired lock {key} ({}) after {}",
                     cfg.name.lock_key(),
-                    output::duration(waited)
+                    crate::text::duration(waited)
                 ))
                 .waited(waited),
             );
@@ -78,7 +78,7 @@ pub fn take(
             let after = if waited < std::time::Duration::from_millis(1) {
                 String::new()
             } else {
-                format!(" after waiting {}", output::duration(waited))
+                format!(" after waiting {}", crate::text::duration(waited))
             };
             let what = match &held {
                 // Kept taken after a run that succeeded (--min-interval, --cooldown).
@@ -95,7 +95,7 @@ pub fn take(
             // mails any output), except with -v.
             let mut message = Msg::new(message).exit(cfg.busy_exit).waited(waited);
             if let Some(held) = &held {
-                message = message.holder(&held.first);
+                message = message.holder(held.first.who());
             }
             if cfg.busy_exit == crate::exit::SUCCESS && !matches!(residue, Residue::MayRemain(_)) {
                 out.verbose(Ev::Busy, message);
@@ -113,7 +113,7 @@ pub fn take(
             let mut message = format!(
                 "superseded by {who} after waiting {} for lock {key}: a newer run replaces this one \
                  (exit {})",
-                output::duration(waited),
+                crate::text::duration(waited),
                 cfg.busy_exit
             );
             if let Some(left) = left_behind(residue, &key) {
@@ -151,7 +151,7 @@ pub fn take(
                 Some(u) if u.attempts > 1 => format!(
                     "cannot acquire lock {key} after {} attempts over {}",
                     u.attempts,
-                    output::duration(u.over)
+                    crate::text::duration(u.over)
                 ),
                 _ => format!("cannot acquire lock {key}"),
             };
@@ -207,7 +207,7 @@ pub fn left_behind(residue: Residue, key: &str) -> Option<String> {
         Residue::MayRemain(claim) => Some(format!(
             "the last attempt could not be taken back: if Redis applies it, lock {key} stays held \
              for at most {} after that (a short claim, not the TTL), then expires by itself",
-            output::duration(claim)
+            crate::text::duration(claim)
         )),
     }
 }

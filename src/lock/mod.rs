@@ -48,6 +48,7 @@ use std::time::Duration;
 
 use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
 use crate::clock::Moment;
+use crate::text::sanitize;
 
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{LockName, validate_key, validate_pattern, validate_prefix};
@@ -356,6 +357,59 @@ pub struct Answering {
     pub silent: Vec<String>,
     /// How many make a majority.
     pub needed: usize,
+}
+
+impl NodeFailure {
+    /// The warning about this node: which node, why, and how many more failures the lock
+    /// survives now (the one thing an operator who believes it survives one failure must learn).
+    pub fn warning(&self) -> String {
+        let margin = node_margin(self.answered, self.needed);
+        // A node's time to answer is --node-timeout, not --redis-timeout.
+        let hint = if self.error.is_timeout() {
+            Some("raise --node-timeout if the node is just slow")
+        } else {
+            self.error.hint()
+        };
+        let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
+        format!(
+            "Redis node {} failed ({}); the lock goes on with the {} of {} nodes that answered (a \
+             Redlock of {} needs {}), but {margin}{hint}",
+            sanitize(&self.address),
+            self.error,
+            self.answered,
+            self.nodes,
+            self.nodes,
+            self.needed
+        )
+    }
+}
+
+impl Answering {
+    /// Which nodes answered, for `-v`: `2 of the 3 Redis nodes (a Redlock needs 2):
+    /// redis://a redis://b; not redis://c`.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "{} of the {} Redis nodes (a Redlock needs {}): {}",
+            self.answered.len(),
+            self.answered.len() + self.silent.len(),
+            self.needed,
+            self.answered.join(" ")
+        );
+        if !self.silent.is_empty() {
+            text.push_str(&format!("; not {}", self.silent.join(" ")));
+        }
+        sanitize(&text)
+    }
+}
+
+/// What a Redlock can still lose when `answered` of its nodes answer and it needs `needed`:
+/// `one more node failure stops it`, `it survives 2 more node failures`.
+pub fn node_margin(answered: usize, needed: usize) -> String {
+    match answered.saturating_sub(needed) {
+        0 => "one more node failure stops it".to_owned(),
+        1 => "it survives one more node failure".to_owned(),
+        n => format!("it survives {n} more node failures"),
+    }
 }
 
 /// How long the current holder's lock has left.

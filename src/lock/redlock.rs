@@ -482,7 +482,7 @@ impl super::Lock for Redlock {
                  {} claim less the drift), or their fences could not be brought level; it was \
                  given back",
                 self.nodes.len(),
-                crate::output::duration(claim)
+                crate::text::duration(claim)
             ))),
         }
     }

@@ -17,7 +17,7 @@ use crate::commands::Exit;
 use crate::error::Error;
 use crate::exit;
 use crate::lock::{HeldBy, Lock, Ownership, Token};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 
 use super::view::{Shown, View, short_ids, who};
 
@@ -40,7 +40,7 @@ pub fn break_holders(
     budget: &dyn Fn() -> Budget,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(view.name.key());
+    let key = crate::text::quote(view.name.key());
     if view.holders.is_empty() {
         out.notice(
             Ev::Free,
@@ -56,7 +56,7 @@ pub fn break_holders(
                 .iter()
                 .filter(|shown| shown.token().is_some_and(|t| t.starts_with(prefix)))
                 .collect();
-            let id = output::quote(prefix);
+            let id = crate::text::quote(prefix);
             match matching.as_slice() {
                 [] => {
                     out.notice(
@@ -74,7 +74,12 @@ pub fn break_holders(
                 several => {
                     let ids: Vec<String> = several
                         .iter()
-                        .map(|shown| shown.id.as_deref().map_or("?".into(), output::sanitize))
+                        .map(|shown| {
+                            shown
+                                .id
+                                .as_deref()
+                                .map_or("?".into(), crate::text::sanitize)
+                        })
                         .collect();
                     return Err(Error::Usage(format!(
                         "the id {id} matches {} holders of lock {key} ({}); give more of the id",
@@ -153,7 +158,7 @@ pub fn break_holders(
                 out.notice(
                     Ev::Broken,
                     Msg::new(format!("broke {named} ({}){next}", one.held.summary()))
-                        .holder(one.held)
+                        .holder(one.held.who())
                         .exit(exit::SUCCESS),
                 );
                 Ok(Exit::Code(exit::SUCCESS))
@@ -184,7 +189,7 @@ pub fn break_holders(
                         shown.named(),
                         shown.held.summary()
                     ))
-                    .holder(shown.held),
+                    .holder(shown.held.who()),
                 );
             }
             Ownership::NotHeld => out.notice(
@@ -238,10 +243,14 @@ struct Splinter<'a> {
 impl Splinter<'_> {
     /// `3f2a9c1e (held by ci-7 pid 12) on 1 of the 3 nodes: redis://a`, for messages.
     fn describe(&self, of: usize) -> String {
-        let nodes: Vec<String> = self.nodes.iter().map(|a| output::sanitize(a)).collect();
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|a| crate::text::sanitize(a))
+            .collect();
         format!(
             "{} (held by {}) on {} of the {of} nodes: {}",
-            self.id.as_deref().map_or("?".into(), output::sanitize),
+            self.id.as_deref().map_or("?".into(), crate::text::sanitize),
             who(self.held),
             self.nodes.len(),
             nodes.join(" ")
@@ -259,7 +268,7 @@ pub fn break_split(
     budget: &dyn Fn() -> Budget,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(view.name.key());
+    let key = crate::text::quote(view.name.key());
     let of = view.nodes.len();
     // Every token that a node holds, once, with the nodes that hold it.
     let mut splinters: Vec<Splinter<'_>> = Vec::new();
@@ -307,7 +316,7 @@ pub fn break_split(
                 .iter()
                 .filter(|s| s.token.starts_with(prefix))
                 .collect();
-            let id = output::quote(prefix);
+            let id = crate::text::quote(prefix);
             match matching.as_slice() {
                 [] => {
                     out.notice(
@@ -326,7 +335,7 @@ pub fn break_split(
                 several => {
                     let ids: Vec<String> = several
                         .iter()
-                        .map(|s| s.id.as_deref().map_or("?".into(), output::sanitize))
+                        .map(|s| s.id.as_deref().map_or("?".into(), crate::text::sanitize))
                         .collect();
                     return Err(Error::Usage(format!(
                         "the id {id} matches {} tokens of lock {key} ({}); give more of the id",
@@ -395,7 +404,7 @@ pub fn break_split(
                             String::new()
                         }
                     ))
-                    .holder(splinter.held),
+                    .holder(splinter.held.who()),
                 );
             }
             0 => out.notice(

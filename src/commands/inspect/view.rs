@@ -4,15 +4,14 @@
 //!
 //! Pure functions of a [`LockState`] and the time of the look: no Redis and no printing here.
 //! Everything a holder or a waiter says about itself was written into Redis by whoever took the
-//! lock (a note can hold anything): text renderings escape it with [`output::sanitize`] or
-//! [`output::quote`], and the JSON encoder escapes every control character.
+//! lock (a note can hold anything): text renderings escape it with [`crate::text::sanitize`] or
+//! [`crate::text::quote`], and the JSON encoder escapes every control character.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::lock::{HeldBy, Holder, HolderTtl, LockName, LockState, Survey, Waiting};
-use crate::output;
 
 /// Characters of a token that make a holder's id (more when two holders share them).
 pub const ID_CHARS: usize = 8;
@@ -70,7 +69,7 @@ impl Shown<'_> {
     /// `holder 3f2a9c1e` (escaped), or `a holder without an id`, for messages.
     pub fn named(&self) -> String {
         match &self.id {
-            Some(id) => format!("holder {}", output::sanitize(id)),
+            Some(id) => format!("holder {}", crate::text::sanitize(id)),
             None => "a holder without an id".to_owned(),
         }
     }
@@ -134,7 +133,7 @@ impl<'a> View<'a> {
                 let id = shown
                     .id
                     .as_deref()
-                    .map_or_else(|| "(no id)".to_owned(), output::sanitize);
+                    .map_or_else(|| "(no id)".to_owned(), crate::text::sanitize);
                 format!("{id} held by {}", who(shown.held))
             })
             .collect();
@@ -157,7 +156,7 @@ impl<'a> View<'a> {
 
     /// Several lines about the lock, for people (`status`, and `break` before its question).
     pub fn text(&self) -> String {
-        let key = output::quote(self.name.key());
+        let key = crate::text::quote(self.name.key());
         if self.split {
             return self.split_text();
         }
@@ -218,7 +217,7 @@ impl<'a> View<'a> {
         let nodes = self.nodes.len();
         let needed = nodes / 2 + 1;
         let answered = nodes - silent.len();
-        let margin = output::node_margin(answered, needed);
+        let margin = crate::lock::node_margin(answered, needed);
         let mut text = format!(
             "{} of the {nodes} nodes did not answer (the lock works with the other {answered}; \
              a Redlock of {nodes} needs {needed}, so {margin}):\n",
@@ -227,8 +226,8 @@ impl<'a> View<'a> {
         for (address, error) in silent {
             text.push_str(&format!(
                 "  node {}: {}\n",
-                output::sanitize(address),
-                output::sanitize(error)
+                crate::text::sanitize(address),
+                crate::text::sanitize(error)
             ));
         }
         text
@@ -238,7 +237,7 @@ impl<'a> View<'a> {
     fn holder_rows(&self, text: &mut String, shown: &Shown<'_>, with_id: bool) {
         let held = shown.held;
         let mut row = |label: &str, value: String| {
-            text.push_str(&format!("  {label:<9} {}\n", output::sanitize(&value)));
+            text.push_str(&format!("  {label:<9} {}\n", crate::text::sanitize(&value)));
         };
         if with_id {
             row("id", shown.id.clone().unwrap_or_else(|| "?".into()));
@@ -283,7 +282,7 @@ impl<'a> View<'a> {
                     .unwrap_or_default();
                 row(
                     "started",
-                    format!("{} ago{since}", output::duration(ran_for)),
+                    format!("{} ago{since}", crate::text::duration(ran_for)),
                 );
             }
             let ended = self
@@ -292,7 +291,7 @@ impl<'a> View<'a> {
                 .unwrap_or_default();
             row(
                 "ended",
-                format!("{} ago{ended}", output::duration(cool.ended_ago)),
+                format!("{} ago{ended}", crate::text::duration(cool.ended_ago)),
             );
             let free_at = self
                 .until(left)
@@ -302,7 +301,7 @@ impl<'a> View<'a> {
                 "next run",
                 format!(
                     "may start in {}{free_at}: {}",
-                    output::duration(left),
+                    crate::text::duration(left),
                     cool.flags()
                 ),
             );
@@ -312,12 +311,17 @@ impl<'a> View<'a> {
                     .since(held_for)
                     .map(|a| format!(" (since {a})"))
                     .unwrap_or_default();
-                row("held for", format!("{}{since}", output::duration(held_for)));
+                row(
+                    "held for",
+                    format!("{}{since}", crate::text::duration(held_for)),
+                );
             }
             row(
                 "expires",
                 match held.ttl {
-                    HolderTtl::Expires(d) => format!("in {} unless renewed", output::duration(d)),
+                    HolderTtl::Expires(d) => {
+                        format!("in {} unless renewed", crate::text::duration(d))
+                    }
                     HolderTtl::Never => "never (set without expiry)".into(),
                 },
             );
@@ -332,18 +336,18 @@ impl<'a> View<'a> {
         let mut text = format!(
             "lock {} is split: no holder has a majority of the {} nodes (after partial \
              acquires, or a node that lost its data; it resolves when their locks expire)\n",
-            output::quote(self.name.key()),
+            crate::text::quote(self.name.key()),
             self.nodes.len()
         );
         for node in &self.nodes {
             let seen = match &node.state {
                 Ok(view) if view.holders.is_empty() => "free".to_owned(),
                 Ok(view) => view.id_list(),
-                Err(e) => format!("no answer ({})", output::sanitize(e)),
+                Err(e) => format!("no answer ({})", crate::text::sanitize(e)),
             };
             text.push_str(&format!(
                 "  node {}: {seen}\n",
-                output::sanitize(node.address)
+                crate::text::sanitize(node.address)
             ));
         }
         text
@@ -353,7 +357,7 @@ impl<'a> View<'a> {
     fn waiter_line(&self, waiting: &Waiting) -> String {
         let mut line = match &waiting.holder {
             Some(h) => {
-                let mut who = output::sanitize(h.host.as_deref().unwrap_or("?"));
+                let mut who = crate::text::sanitize(h.host.as_deref().unwrap_or("?"));
                 if let Some(pid) = h.pid {
                     who.push_str(&format!(", pid {pid}"));
                 }
@@ -362,17 +366,17 @@ impl<'a> View<'a> {
             None => "an unnamed waiter".to_owned(),
         };
         if let Some(waited) = waiting.waited {
-            line.push_str(&format!(", waiting for {}", output::duration(waited)));
+            line.push_str(&format!(", waiting for {}", crate::text::duration(waited)));
             if let Some(since) = self.since(waited) {
                 line.push_str(&format!(" (since {since})"));
             }
         }
         if let Some(h) = &waiting.holder {
             if let Some(note) = &h.note {
-                line.push_str(&format!("; note {}", output::quote(note)));
+                line.push_str(&format!("; note {}", crate::text::quote(note)));
             }
             if let Some(url) = &h.ci_url {
-                line.push_str(&format!("; CI job {}", output::sanitize(url)));
+                line.push_str(&format!("; CI job {}", crate::text::sanitize(url)));
             }
         }
         line
@@ -481,11 +485,11 @@ impl<'a> View<'a> {
             who,
             match first {
                 None => "-".into(),
-                Some(h) => h.held_for.map_or_else(|| "?".into(), output::duration),
+                Some(h) => h.held_for.map_or_else(|| "?".into(), crate::text::duration),
             },
             match first.map(|h| h.ttl) {
                 None => "-".into(),
-                Some(HolderTtl::Expires(d)) => output::duration(d),
+                Some(HolderTtl::Expires(d)) => crate::text::duration(d),
                 Some(HolderTtl::Never) => "never".into(),
             },
             self.waiters.len().to_string(),
