@@ -41,6 +41,7 @@
 pub mod fake;
 pub mod holder;
 mod name;
+mod protocol;
 mod redlock;
 mod single;
 
@@ -639,7 +640,7 @@ pub struct Listing {
 pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing, BackendError> {
     match topology {
         Topology::Single(server) => Ok(Listing {
-            locks: single::list(server, prefix, pattern)?
+            locks: protocol::list(server, prefix, pattern)?
                 .into_iter()
                 .map(|(name, state)| {
                     let survey = Survey {
@@ -655,7 +656,7 @@ pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing,
             let mut names: Vec<LockName> = Vec::new();
             let mut silent = Vec::new();
             for node in nodes {
-                match single::list(node, prefix, pattern) {
+                match protocol::list(node, prefix, pattern) {
                     Ok(found) => {
                         for (name, _) in found {
                             if !names.contains(&name) {

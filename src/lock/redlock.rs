@@ -34,7 +34,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::single::{
+use super::protocol::{
     ACQUIRE, HOLDS, INSPECT, RELEASE, RENEW, acquire_args, decode_answer, decode_state, millis,
     ownership, release_args,
 };
