@@ -598,8 +598,8 @@ fn take_config(
     }
     let after = after_run(&args, origins)?;
     let topology = topology(global, origins, Some(args.ttl.value))?;
-    if let Topology::Redlock { nodes, .. } = &topology {
-        redlock_allows(nodes.len(), args.supersede || args.replace, args.limit)?;
+    if let Some(refused) = topology.refuses(args.supersede || args.replace, args.limit) {
+        return Err(Error::Usage(refused));
     }
     Ok(TakeConfig {
         topology,
@@ -661,28 +661,6 @@ fn after_run(args: &cli::TakeArgs, origins: &Origins) -> Result<AfterRun, Error>
         *into = Some(given.value);
     }
     Ok(after)
-}
-
-/// What a Redlock over `nodes` independent primaries cannot do: keep a line of waiters
-/// (`--supersede` cancels the waiters ahead in it), or count more than one holder (a majority of
-/// slots each does not make at most N holders: with 3 nodes and `--limit 3`, four holders can
-/// each hold slots on two nodes).
-fn redlock_allows(nodes: usize, supersede: bool, limit: u32) -> Result<(), Error> {
-    if supersede {
-        return Err(Error::Usage(format!(
-            "--supersede and --replace need a line of waiters, which a Redlock over {nodes} \
-             independent servers cannot keep; drop them, or give one URL (plain, \
-             redis+sentinel:// or redis+cluster://)"
-        )));
-    }
-    if limit > 1 {
-        return Err(Error::Usage(format!(
-            "--limit {limit} cannot be kept over a Redlock of {nodes} independent servers (a \
-             majority of slots for each holder does not bound the holders to {limit}); use \
-             --limit 1, or give one URL (plain, redis+sentinel:// or redis+cluster://)"
-        )));
-    }
-    Ok(())
 }
 
 fn acquire_config(
