@@ -213,39 +213,36 @@ pub fn decode_answer(
             slot: u32::try_from(*slot).ok(),
             token: None,
         }),
+        // Busy (0) and queued (2) say who holds it alike; a queued waiter's place follows.
         [
-            Reply::Int(0),
+            Reply::Int(code @ (0 | 2)),
             Reply::Int(pttl),
             Reply::Int(now),
             Reply::Array(meta),
             Reply::Int(holders),
             Reply::Int(limit),
             Reply::Int(waiting),
-        ] => Ok(Answer::Busy(Holders {
-            first: held_by(None, *pttl, *now, meta),
-            count: count(*holders).max(1),
-            limit: count(*limit).max(1),
-            waiting: count(*waiting),
-        })),
-        [
-            Reply::Int(2),
-            Reply::Int(pttl),
-            Reply::Int(now),
-            Reply::Array(meta),
-            Reply::Int(holders),
-            Reply::Int(limit),
-            Reply::Int(waiting),
-            Reply::Int(position),
-        ] => Ok(Answer::Queued {
-            holders: Holders {
+            place @ ..,
+        ] => {
+            let holders = Holders {
                 first: held_by(None, *pttl, *now, meta),
                 count: count(*holders),
                 limit: count(*limit).max(1),
                 waiting: count(*waiting),
-            },
-            position: count(*position),
-            refresh_in: REFRESH,
-        }),
+            };
+            match (code, place) {
+                (0, []) => Ok(Answer::Busy(Holders {
+                    count: holders.count.max(1),
+                    ..holders
+                })),
+                (2, [Reply::Int(position)]) => Ok(Answer::Queued {
+                    holders,
+                    position: count(*position),
+                    refresh_in: REFRESH,
+                }),
+                _ => Err(unexpected("acquire", reply)),
+            }
+        }
         [Reply::Int(3), Reply::Array(meta)] => {
             Ok(Answer::Superseded(Holder::from_fields(&fields(meta)).0))
         }
