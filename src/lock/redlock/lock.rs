@@ -36,8 +36,8 @@ impl Lock for Redlock {
         request: &Request<'_>,
         budget: &Budget,
     ) -> Result<Answer, BackendError> {
-        // `--supersede` and `--limit N>1` never get here: the configuration refuses them over a
-        // Redlock (see the module docs), before anything is sent.
+        // `--supersede` and `--limit N>1` never get here: the configuration asks
+        // `Redlock::refuses` (see the module docs), before anything is sent.
         let claim = request.claim;
         let token = self.token.clone().unwrap_or_else(|| request.token.clone());
         let request = &Request {

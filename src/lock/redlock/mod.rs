@@ -32,7 +32,8 @@
 //!   and 4 down A takes a slot on 0-2; they come back, 0 and 1 go down, B takes one on 2-4; all
 //!   up, C takes one on all five; D then finds room on 0, 1, 3 and 4: 4 holders of `--limit 3`
 //!   (found by the chaos test). A quorum above N·L/(L+1) would be safe but survive fewer
-//!   failures. The configuration refuses `--limit N>1`, and `--supersede`, over a Redlock.
+//!   failures. [`Redlock::refuses`] both `--limit N>1` and `--supersede`; the configuration
+//!   asks it.
 
 mod lock;
 mod majority;
