@@ -1,6 +1,7 @@
 //! Talking to one server: a lazily reconnecting connection ([`Node`]) whose every operation
 //! ends by a deadline, following a Redis Cluster's redirections, and the scripts and replies it
-//! carries ([`Script`], [`Reply`]: `script.rs`). Which server that is, is the [`Connector`]'s business (`connector.rs`).
+//! carries ([`Script`], [`Reply`]: `script.rs`). Which server that is, is the [`Connector`]'s
+//! business (`connector.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

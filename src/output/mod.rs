@@ -3,9 +3,13 @@
 //! Every message goes to stderr (stdout belongs to the child during `run`), names its event
 //! ([`Ev`]), and honours `-q`/`-v`. In text mode (the default) it is one line starting with
 //! `distlock: `; with `--log-format json` it is one JSON object per line (see `json_line`).
-//! Two filters apply in both formats: user-controlled text is sanitised by [`crate::text::quote`] before it
-//! reaches a terminal, and registered secrets (the password of the Redis URL) are replaced by
-//! `***` in every message, whatever produced it (including Redis error texts).
+//! Two filters apply in both formats: user-controlled text is sanitised by
+//! [`crate::text::quote`] before it reaches a terminal, and registered secrets (the password of
+//! the Redis URL) are replaced by `***` in every message, whatever produced it (including Redis
+//! error texts).
+//!
+//! It sits above the lock and the backend and imports neither: callers hand it text (built
+//! with [`crate::text`]) and plain facts (`Msg::holder` takes what `HeldBy::who` says).
 
 mod event;
 pub mod progress;
