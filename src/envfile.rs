@@ -17,7 +17,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::output::quote;
+use crate::text::quote;
 
 /// Punctuation allowed in a value besides letters and digits (the same set the key error
 /// messages suggest).

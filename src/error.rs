@@ -146,6 +146,7 @@ mod tests {
             BackendError::NewerProtocol(Box::new(crate::backend::Newer {
                 found: "2".into(),
                 key: None,
+                ours: "1".into(),
             })),
         );
         assert_eq!(newer.exit_code(), 65);

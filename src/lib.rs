@@ -49,6 +49,7 @@ pub mod output;
 pub mod renew;
 pub mod session;
 pub mod signals;
+pub mod text;
 pub mod wait;
 
 /// What `distlock --version` says: the version, and the commit and date it was built from when

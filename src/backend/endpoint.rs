@@ -34,7 +34,7 @@ impl Endpoint {
             Some(other) => {
                 return Err(format!(
                     "the Redis URL has scheme \"{}\"; use {FORMS}",
-                    crate::output::quote(other).trim_matches('"')
+                    crate::text::quote(other).trim_matches('"')
                 ));
             }
             None => {

@@ -82,6 +82,9 @@ pub struct Newer {
     pub found: String,
     /// The lock's key, when the message does not name it otherwise (`list`).
     pub key: Option<String>,
+    /// The protocol this distlock's scripts speak, as the refusal names it (the lock module's
+    /// `PROTOCOL`: the backend only reports what the script said).
+    pub ours: String,
 }
 
 /// The error code with which a script refuses a lock of a newer protocol
@@ -277,12 +280,12 @@ impl fmt::Display for BackendError {
         match self {
             BackendError::Connect(detail) => write!(f, "cannot connect: {detail}"),
             BackendError::Timeout { sent: true, after } => {
-                write!(f, "no answer within {}", crate::output::duration(*after))
+                write!(f, "no answer within {}", crate::text::duration(*after))
             }
             BackendError::Timeout { sent: false, after } => write!(
                 f,
                 "could not connect within {}",
-                crate::output::duration(*after)
+                crate::text::duration(*after)
             ),
             BackendError::Lost(detail) => write!(f, "connection lost ({detail})"),
             BackendError::Interrupted { .. } => write!(f, "interrupted"),
@@ -297,11 +300,11 @@ impl fmt::Display for BackendError {
                  protocol {}",
                 newer.key.as_deref().map_or_else(
                     || "the lock".to_owned(),
-                    |k| format!("lock {}", crate::output::quote(k))
+                    |k| format!("lock {}", crate::text::quote(k))
                 ),
                 newer.found,
                 env!("CARGO_PKG_VERSION"),
-                crate::lock::PROTOCOL
+                newer.ours
             ),
             BackendError::NoQuorum(q) => {
                 write!(
@@ -323,7 +326,7 @@ impl fmt::Display for BackendError {
                         u.acked,
                         u.wanted,
                         if u.wanted == 1 { "" } else { "s" },
-                        crate::output::duration(u.within)
+                        crate::text::duration(u.within)
                     )?;
                     match u.syncing.as_slice() {
                         [] => Ok(()),
@@ -389,14 +392,17 @@ impl BackendError {
             )),
             ErrorKind::UnexpectedReturnType => BackendError::Reply(err.to_string()),
             _ => match err.code() {
-                Some(PROTOCOL_ERROR) => BackendError::NewerProtocol(Box::new(Newer {
-                    found: err
-                        .detail()
-                        .and_then(|d| d.split_whitespace().next())
-                        .unwrap_or("unknown")
-                        .to_owned(),
-                    key: None,
-                })),
+                Some(PROTOCOL_ERROR) => {
+                    // `DISTLOCK-PROTOCOL <found> <ours>` (see `lock/lua/protocol.lua`).
+                    let mut words = err.detail().unwrap_or_default().split_whitespace();
+                    let mut word = || words.next().unwrap_or("unknown").to_owned();
+                    let (found, ours) = (word(), word());
+                    BackendError::NewerProtocol(Box::new(Newer {
+                        found,
+                        key: None,
+                        ours,
+                    }))
+                }
                 Some(code) => {
                     let code = code.to_owned();
                     let detail = err.detail().unwrap_or_default().to_owned();

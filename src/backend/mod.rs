@@ -10,24 +10,28 @@
 //!
 //! What a lock *is* (keys, scripts, algorithms) lives in [`crate::lock`]; this module knows only
 //! how to reach the server a lock lives on: directly, through Sentinel, or in a Redis Cluster
-//! ([`route`]).
+//! (`route/`: one server and its TLS set-up, the Cluster route, the Sentinel route).
 
 mod budget;
+mod connector;
 mod deferred;
 mod endpoint;
 mod error;
 mod node;
 mod probe;
 mod route;
+mod script;
 mod servers;
 mod subscribe;
 mod worker;
 
 pub use budget::{Budget, Cancel};
+pub use connector::Connector;
 pub use endpoint::{Endpoint, password_in};
 pub use error::{BackendError, Newer, NoQuorum, Unreplicated};
-pub use node::{Connector, MAX_REDIRECTS, Node, Reply, Script, Sent, TlsFiles};
-pub use route::slot;
+pub use node::{MAX_REDIRECTS, Node, Sent};
+pub use route::{TlsFiles, slot};
+pub use script::{Reply, Script};
 pub use servers::{DataNodes, FORMS, SentinelServers, Servers};
 pub use subscribe::{Notice, Subscription, subscribe, subscribe_all};
 pub use worker::{Begun, Worker};

@@ -303,7 +303,7 @@ fn sentinel(url: &str) -> Result<SentinelServers, String> {
             other => {
                 return Err(format!(
                     "the Sentinel URL has the unknown parameter \"{}\"; only sentinel_username and sentinel_password are understood",
-                    crate::output::sanitize(&percent_decode(other))
+                    crate::text::sanitize(&percent_decode(other))
                 ));
             }
         }

@@ -46,13 +46,13 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
         }
         return Err(SpawnError::NotFound(format!(
             "{}: no such file",
-            crate::output::quote_os(program)
+            crate::text::quote_os(program)
         )));
     }
     which::which(program).map_err(|_| {
         SpawnError::NotFound(format!(
             "command not found: {} (not in PATH)",
-            crate::output::quote_os(program)
+            crate::text::quote_os(program)
         ))
     })
 }
@@ -79,7 +79,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
     let nul = |what: &str| {
         SpawnError::CannotExecute(format!(
             "cannot execute {}: its {what} contains a NUL byte",
-            crate::output::quote_os(name)
+            crate::text::quote_os(name)
         ))
     };
     let path = CString::new(spec.program.as_os_str().as_bytes()).map_err(|_| nul("path"))?;
@@ -275,7 +275,7 @@ unsafe fn fail(args: *mut ChildArgs) -> libc::c_int {
 }
 
 fn classify(program: &OsString, err: io::Error) -> SpawnError {
-    let name = crate::output::quote_os(program);
+    let name = crate::text::quote_os(program);
     match err.kind() {
         io::ErrorKind::NotFound => SpawnError::NotFound(format!("command not found: {name}")),
         io::ErrorKind::PermissionDenied => SpawnError::CannotExecute(format!(

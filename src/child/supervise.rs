@@ -27,7 +27,7 @@ use crate::backend::BackendError;
 use crate::clock::Moment;
 use crate::events::{Event, Events};
 use crate::lock::Validity;
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::renew::{Deadlines, Renewer};
 use crate::signals;
 
@@ -407,7 +407,7 @@ impl Supervisor<'_> {
                         Ev::RenewRecovered,
                         format!(
                             "renewal succeeded again after {}",
-                            output::duration(since.elapsed())
+                            crate::text::duration(since.elapsed())
                         ),
                     );
                 }
@@ -431,7 +431,7 @@ impl Supervisor<'_> {
                             Ev::RenewFailed,
                             format!(
                                 "renewing the lock failed ({e}); retrying; the command will be stopped in {} if no renewal succeeds",
-                                output::duration(
+                                crate::text::duration(
                                     self.deadlines
                                         .term_at(st.validity)
                                         .saturating_duration_since(Moment::now())
@@ -453,7 +453,7 @@ impl Supervisor<'_> {
                 }
             }
             Event::NodeFailed(failure) => {
-                self.out.warn(Ev::NodeFailed, output::node_failed(&failure));
+                self.out.warn(Ev::NodeFailed, failure.warning());
             }
             Event::Replaced(by) => {
                 if st.loss.is_none() && st.stop.is_none() && st.status.is_none() {

@@ -162,9 +162,9 @@ fn refused_value(
         long: arg.get_long().map(str::to_owned),
         env_var,
         value: if value.is_empty() || value.contains(char::is_whitespace) {
-            output::quote(value)
+            crate::text::quote(value)
         } else {
-            output::sanitize(value)
+            crate::text::sanitize(value)
         },
         reason,
     })

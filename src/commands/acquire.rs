@@ -9,7 +9,7 @@ use crate::envfile::EnvFile;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Holder, Lock, Ownership, Token};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Acquire, then print the token on stdout (and nothing else there), or append the lock's
@@ -41,7 +41,7 @@ fn acquire_with(
                 Ev::Reentered,
                 format!(
                     "lock {} is already held by the process that started this one; handing out its token",
-                    output::quote(cfg.name.key())
+                    crate::text::quote(cfg.name.key())
                 ),
             );
             let granted = Granted {
@@ -74,7 +74,7 @@ fn acquire_with(
     };
     let cancel = session.cancel().clone();
     let lock = session.lock();
-    let key = output::quote(cfg.name.key());
+    let key = crate::text::quote(cfg.name.key());
     // The attempt took a short claim; nothing renews an acquired lock, so make it the full TTL
     // before anyone learns the token.
     if grant.validity.ttl < cfg.ttl {
@@ -89,7 +89,7 @@ fn acquire_with(
                 Ok(_) => "it was released".to_owned(),
                 Err(_) => format!(
                     "it expires by itself within {}",
-                    output::duration(grant.validity.ttl)
+                    crate::text::duration(grant.validity.ttl)
                 ),
             };
             return match extended {
@@ -138,7 +138,7 @@ fn acquire_with(
     }
     let held = format!(
         "lock {key} is held for {} unless renewed",
-        output::duration(cfg.ttl)
+        crate::text::duration(cfg.ttl)
     );
     match env_file {
         None => out.verbose(
@@ -149,7 +149,7 @@ fn acquire_with(
             Ev::Held,
             format!(
                 "{held}; its key and token are in {}, for distlock renew and distlock release",
-                output::quote(&file.path().display().to_string())
+                crate::text::quote(&file.path().display().to_string())
             ),
         ),
     }
@@ -196,7 +196,7 @@ fn hand_over(
             .map_err(|e| {
                 format!(
                     "cannot write to --env-file {} ({e})",
-                    output::quote(&file.path().display().to_string())
+                    crate::text::quote(&file.path().display().to_string())
                 )
             }),
         None if json => {
@@ -261,7 +261,7 @@ fn give_back(
         Ok(Ownership::NotHeld) => "was already gone (expired or broken)".into(),
         Err(e) => format!(
             "could not be released ({e}); it expires by itself within {}",
-            output::duration(ttl)
+            crate::text::duration(ttl)
         ),
     }
 }

@@ -25,7 +25,7 @@ use crate::config::RunConfig;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
 use crate::session::reenter::{self, Held};
 use crate::session::{self, Reentry, Session, Taken, signal_name};
@@ -48,7 +48,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
                 format!(
                     "lock {} is held by the process that started this one (fence {fence}); \
                      running the command under it",
-                    output::quote(cfg.take.name.key())
+                    crate::text::quote(cfg.take.name.key())
                 ),
             );
             let program = spawn::resolve(&cfg.argv[0])?;
@@ -95,7 +95,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         Taken::Granted(grant) => grant,
         Taken::Exit(exit) => return Ok(exit),
     };
-    let key = output::quote(cfg.take.name.key());
+    let key = crate::text::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
     let outcome = match session.interrupted() {
@@ -134,7 +134,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
             session.release(&grant, &cfg.take, false, out);
-            let limit = cfg.timeout.map(output::duration).unwrap_or_default();
+            let limit = cfg.timeout.map(crate::text::duration).unwrap_or_default();
             out.error(
                 Ev::TimedOut,
                 Msg::new(format!(
@@ -283,7 +283,7 @@ fn run_locked(
         Ev::Started,
         format!(
             "started {} (process group {group})",
-            output::quote_os(&cfg.argv[0])
+            crate::text::quote_os(&cfg.argv[0])
         ),
     );
     let (ending, validity) = Supervisor {
@@ -329,11 +329,11 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
             match last_error {
                 Some(e) => format!(
                     "no renewal succeeded for {} {of}; last error: {e}",
-                    output::duration(*since_anchor)
+                    crate::text::duration(*since_anchor)
                 ),
                 None => format!(
                     "no renewal was confirmed for {} {of} (Redis did not answer, or distlock was stopped)",
-                    output::duration(*since_anchor)
+                    crate::text::duration(*since_anchor)
                 ),
             }
         }
@@ -343,7 +343,7 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
             ttl,
         } => format!(
             "distlock's guard process ended the command because no renewal was confirmed in time: none for {} {}{}, while distlock itself was stopped or could not run",
-            output::duration(*since_anchor),
+            crate::text::duration(*since_anchor),
             of_ttl(*ttl, cfg),
             last_error
                 .as_ref()
@@ -358,10 +358,10 @@ fn of_ttl(ttl: Duration, cfg: &RunConfig) -> String {
     if ttl < cfg.take.ttl {
         format!(
             "of the {} claim it was acquired with",
-            output::duration(ttl)
+            crate::text::duration(ttl)
         )
     } else {
-        format!("of its {} TTL", output::duration(ttl))
+        format!("of its {} TTL", crate::text::duration(ttl))
     }
 }
 

@@ -6,7 +6,7 @@ use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Lock, LockName, Ownership, Token, Topology};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 
 /// Extend the lock to `ttl` from now (`None`: the TTL it was acquired with).
 pub fn renew(
@@ -16,7 +16,7 @@ pub fn renew(
     ttl: Option<Duration>,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(name.key());
+    let key = crate::text::quote(name.key());
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name, &topology);
     let result = lock
@@ -55,7 +55,7 @@ pub fn release(
     failed: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(name.key());
+    let key = crate::text::quote(name.key());
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name, &topology);
     let result = lock.release_after(&token, !failed, &budget);

@@ -142,7 +142,7 @@ impl Holder {
     /// Every part comes from Redis, written by whoever took the lock (a note can hold anything):
     /// control characters are escaped, so that it can never forge a line or move the cursor.
     pub fn summary(&self) -> String {
-        use crate::output::sanitize;
+        use crate::text::sanitize;
         let mut text = String::new();
         if let Some(host) = &self.host {
             text.push_str(&sanitize(host));
@@ -169,11 +169,7 @@ impl Holder {
     /// The summary, and the CI job when there is one: who superseded a waiter.
     pub fn summary_with_job(&self) -> String {
         match &self.ci_url {
-            Some(url) => format!(
-                "{}, CI job {}",
-                self.summary(),
-                crate::output::sanitize(url)
-            ),
+            Some(url) => format!("{}, CI job {}", self.summary(), crate::text::sanitize(url)),
             None => self.summary(),
         }
     }
@@ -288,20 +284,26 @@ impl CoolDown {
     pub fn flags(&self) -> String {
         let mut flags = Vec::new();
         if let Some(d) = self.min_interval {
-            flags.push(format!("--min-interval {}", crate::output::duration(d)));
+            flags.push(format!("--min-interval {}", crate::text::duration(d)));
         }
         if let Some(d) = self.cooldown {
-            flags.push(format!("--cooldown {}", crate::output::duration(d)));
+            flags.push(format!("--cooldown {}", crate::text::duration(d)));
         }
         flags.join(", ")
     }
 }
 
 impl HeldBy {
+    /// Who the holder says it is, for a program (the `holder` field of a JSON line): its host
+    /// and process id; `None` when it stored nothing about itself.
+    pub fn who(&self) -> Option<(Option<&str>, Option<u32>)> {
+        self.holder.as_deref().map(|h| (h.host.as_deref(), h.pid))
+    }
+
     /// One line for humans: who, for how long, and until when.
     pub fn summary(&self) -> String {
         if let (Some(cool), HolderTtl::Expires(left)) = (&self.cooldown, self.ttl) {
-            use crate::output::duration;
+            use crate::text::duration;
             let who = self
                 .holder
                 .as_ref()
@@ -324,11 +326,11 @@ impl HeldBy {
         };
         let since = self
             .held_for
-            .map(|d| format!(" for {}", crate::output::duration(d)))
+            .map(|d| format!(" for {}", crate::text::duration(d)))
             .unwrap_or_default();
         let expiry = match self.ttl {
             HolderTtl::Expires(d) => {
-                format!("expires in {} unless renewed", crate::output::duration(d))
+                format!("expires in {} unless renewed", crate::text::duration(d))
             }
             HolderTtl::Never => "set without expiry".to_owned(),
         };

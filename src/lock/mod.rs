@@ -2,8 +2,19 @@
 //! the engine (wait, renew, release) drives.
 //!
 //! Every command gets its lock from [`open`] and sees only `dyn Lock`: a lock algorithm is an
-//! implementation of the trait, today [`single::SingleNode`] (one Redis server); Redlock over N
-//! independent servers, Sentinel and Cluster plug in behind the same constructor.
+//! implementation of the trait. The modules:
+//!
+//! * `topology`: where locks live ([`Topology`]), [`open`], [`list`], and what a deployment
+//!   refuses (asked of each algorithm);
+//! * `protocol`: what every lock says to one Redis server (scripts, arguments, replies, the
+//!   line's timing), on top of `lua/*.lua`;
+//! * `single`: the lock on one primary (addressed directly, or through Sentinel or Cluster:
+//!   finding it is the backend's business);
+//! * `redlock`: the lock over N independent primaries, its majority rules and what it refuses;
+//! * [`holder`] and `name`: what a holder says about itself, and the key-name rules.
+//!
+//! This module and those below it import nothing above them (no output, config, commands or
+//! engine): they speak in types and [`crate::text`], and the callers decide what to print.
 //!
 //! # What a grant promises
 //!
@@ -41,16 +52,20 @@
 pub mod fake;
 pub mod holder;
 mod name;
+mod protocol;
 mod redlock;
 mod single;
+mod topology;
 
 use std::time::Duration;
 
-use crate::backend::{BackendError, Budget, Connector, Notice, Subscription};
+use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::clock::Moment;
 
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{DEFAULT_PREFIX, LockName, validate_key, validate_pattern, validate_prefix};
+pub use redlock::node_margin;
+pub use topology::{Listing, Topology, list, open};
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
@@ -234,7 +249,7 @@ pub enum Answer {
         /// (`DISTLOCK_SLOT`); `None` for a mutex.
         slot: Option<u32>,
         /// The token the lock was granted to, when it is not the request's: a Redlock retires
-        /// a token whose release may still land (see `redlock.rs`), and goes on with another.
+        /// a token whose release may still land (see `redlock/mod.rs`), and goes on with another.
         token: Option<Token>,
     },
     /// Someone else holds it; we took no place in line.
@@ -529,132 +544,6 @@ pub trait Lock: Send {
         notify: Box<dyn Fn(Notice) + Send>,
         budget: &Budget,
     ) -> Result<Subscription, BackendError>;
-}
-
-/// Where locks live: everything [`open`] needs besides the lock's name.
-#[derive(Clone, Debug)]
-pub enum Topology {
-    /// One primary (addressed directly, or through Sentinel or Cluster: finding it is the
-    /// connector's business).
-    Single(Box<Connector>),
-    /// Independent primaries: a Redlock over them.
-    Redlock {
-        /// One connector per primary.
-        nodes: Vec<Connector>,
-        /// Each node's time to answer one request.
-        node_timeout: Duration,
-    },
-}
-
-impl Topology {
-    /// The servers, for messages (passwords redacted).
-    pub fn describe(&self) -> String {
-        match self {
-            Topology::Single(server) => server.display().to_owned(),
-            Topology::Redlock { nodes, .. } => nodes
-                .iter()
-                .map(Connector::display)
-                .collect::<Vec<_>>()
-                .join(" "),
-        }
-    }
-
-    /// The per-request timeout (`--redis-timeout`).
-    pub fn timeout(&self) -> Duration {
-        match self {
-            Topology::Single(server) => server.timeout(),
-            Topology::Redlock { nodes, .. } => nodes
-                .iter()
-                .map(Connector::timeout)
-                .max()
-                .unwrap_or(Duration::from_secs(2)),
-        }
-    }
-}
-
-/// The lock `name` on `topology`. Connects on first use.
-pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
-    match topology {
-        Topology::Single(server) => Box::new(single::SingleNode::new(name, (**server).clone())),
-        Topology::Redlock {
-            nodes,
-            node_timeout,
-        } => Box::new(redlock::Redlock::new(name, nodes, *node_timeout)),
-    }
-}
-
-/// What `list` found.
-#[derive(Debug, Default)]
-pub struct Listing {
-    /// Every lock under the prefix whose key matches, held or waited for, with what is known
-    /// about it.
-    pub locks: Vec<(LockName, Survey)>,
-    /// Each node of a Redlock that did not answer (a majority did): its address (passwords
-    /// redacted) and why.
-    pub silent: Vec<(String, BackendError)>,
-}
-
-/// Every lock under `prefix` whose key matches the glob `pattern` and that is held or waited
-/// for, with what is known about it. On a Redlock: every key any node has, surveyed (as a
-/// majority sees it, with each node's view; a lock in a split is listed as one), and the nodes
-/// that did not answer.
-pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing, BackendError> {
-    match topology {
-        Topology::Single(server) => Ok(Listing {
-            locks: single::list(server, prefix, pattern)?
-                .into_iter()
-                .map(|(name, state)| {
-                    let survey = Survey {
-                        agreed: Some(state),
-                        nodes: Vec::new(),
-                    };
-                    (name, survey)
-                })
-                .collect(),
-            silent: Vec::new(),
-        }),
-        Topology::Redlock { nodes, .. } => {
-            let mut names: Vec<LockName> = Vec::new();
-            let mut silent = Vec::new();
-            for node in nodes {
-                match single::list(node, prefix, pattern) {
-                    Ok(found) => {
-                        for (name, _) in found {
-                            if !names.contains(&name) {
-                                names.push(name);
-                            }
-                        }
-                    }
-                    Err(e) => silent.push((node.display().to_owned(), e)),
-                }
-            }
-            let needed = nodes.len() / 2 + 1;
-            let answered = nodes.len() - silent.len();
-            if answered < needed {
-                return Err(BackendError::NoQuorum(Box::new(crate::backend::NoQuorum {
-                    answered,
-                    nodes: nodes.len(),
-                    needed,
-                    failed: silent,
-                })));
-            }
-            names.sort_by(|a, b| a.key().cmp(b.key()));
-            let mut locks = Vec::new();
-            for name in names {
-                let mut lock = open(name.clone(), topology);
-                match lock.survey(&Budget::within(topology.timeout())) {
-                    Ok(Survey {
-                        agreed: Some(state),
-                        ..
-                    }) if state.is_free() && state.waiters.is_empty() => {}
-                    Ok(survey) => locks.push((name, survey)),
-                    Err(BackendError::Reply(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(Listing { locks, silent })
-        }
-    }
 }
 
 #[cfg(test)]

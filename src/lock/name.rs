@@ -132,13 +132,13 @@ pub fn validate_key(key: &str) -> Result<(), String> {
         if c.is_whitespace() || c.is_control() {
             return Err(format!(
                 "the lock key {} contains whitespace or a control character; use e.g. - or _ instead",
-                crate::output::quote(key)
+                crate::text::quote(key)
             ));
         }
         if let Some((_, why)) = FORBIDDEN.iter().find(|(f, _)| *f == c) {
             return Err(format!(
                 "the lock key {} contains '{c}' ({why}); use letters, digits and - _ . : / @",
-                crate::output::quote(key)
+                crate::text::quote(key)
             ));
         }
     }
@@ -150,13 +150,13 @@ pub fn validate_pattern(pattern: &str) -> Result<(), String> {
     if pattern.is_empty() || pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!(
             "the pattern {} is empty or contains whitespace; use e.g. 'deploy-*'",
-            crate::output::quote(pattern)
+            crate::text::quote(pattern)
         ));
     }
     if pattern.contains(['{', '}']) {
         return Err(format!(
             "the pattern {} contains a brace; match keys without their prefix or braces, e.g. 'deploy-*'",
-            crate::output::quote(pattern)
+            crate::text::quote(pattern)
         ));
     }
     Ok(())
@@ -167,13 +167,13 @@ pub fn validate_prefix(prefix: &str) -> Result<(), String> {
     if prefix.contains(['{', '}']) {
         return Err(format!(
             "the prefix {} contains a brace; braces are reserved for the hash tag around the key",
-            crate::output::quote(prefix)
+            crate::text::quote(prefix)
         ));
     }
     if prefix.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err(format!(
             "the prefix {} contains whitespace or a control character",
-            crate::output::quote(prefix)
+            crate::text::quote(prefix)
         ));
     }
     if prefix.len() > MAX_KEY_BYTES {

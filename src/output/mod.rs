@@ -3,9 +3,13 @@
 //! Every message goes to stderr (stdout belongs to the child during `run`), names its event
 //! ([`Ev`]), and honours `-q`/`-v`. In text mode (the default) it is one line starting with
 //! `distlock: `; with `--log-format json` it is one JSON object per line (see `json_line`).
-//! Two filters apply in both formats: user-controlled text is sanitised by [`quote`] before it
-//! reaches a terminal, and registered secrets (the password of the Redis URL) are replaced by
-//! `***` in every message, whatever produced it (including Redis error texts).
+//! Two filters apply in both formats: user-controlled text is sanitised by
+//! [`crate::text::quote`] before it reaches a terminal, and registered secrets (the password of
+//! the Redis URL) are replaced by `***` in every message, whatever produced it (including Redis
+//! error texts).
+//!
+//! It sits above the lock and the backend and imports neither: callers hand it text (built
+//! with [`crate::text`]) and plain facts (`Msg::holder` takes what `HeldBy::who` says).
 
 mod event;
 
@@ -16,8 +20,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-
-use crate::lock::{Answering, HeldBy, NodeFailure};
 
 /// How chatty to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -105,11 +107,12 @@ impl Msg {
         self
     }
 
-    /// The holder of the lock, when it stored who it is.
-    pub fn holder(mut self, held: &HeldBy) -> Msg {
-        self.holder = held.holder.as_ref().map(|h| HolderFields {
-            host: h.host.clone(),
-            pid: h.pid,
+    /// The holder of the lock, when it stored who it is: its host and process id (as
+    /// `HeldBy::who` gives them).
+    pub fn holder(mut self, who: Option<(Option<&str>, Option<u32>)>) -> Msg {
+        self.holder = who.map(|(host, pid)| HolderFields {
+            host: host.map(str::to_owned),
+            pid,
         });
         self
     }
@@ -329,123 +332,10 @@ fn json_line(
     }
 }
 
-/// The warning about a node of a Redlock that failed while a majority answered: which node, why,
-/// and how many more failures the lock survives now (the one thing an operator who believes it
-/// survives one failure must learn).
-pub fn node_failed(failure: &NodeFailure) -> String {
-    let margin = node_margin(failure.answered, failure.needed);
-    // A node's time to answer is --node-timeout, not --redis-timeout.
-    let hint = if failure.error.is_timeout() {
-        Some("raise --node-timeout if the node is just slow")
-    } else {
-        failure.error.hint()
-    };
-    let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
-    format!(
-        "Redis node {} failed ({}); the lock goes on with the {} of {} nodes that answered (a \
-         Redlock of {} needs {}), but {margin}{hint}",
-        sanitize(&failure.address),
-        failure.error,
-        failure.answered,
-        failure.nodes,
-        failure.nodes,
-        failure.needed
-    )
-}
-
-/// What a Redlock can still lose when `answered` of its nodes answer and it needs `needed`:
-/// `one more node failure stops it`, `it survives 2 more node failures`.
-pub fn node_margin(answered: usize, needed: usize) -> String {
-    match answered.saturating_sub(needed) {
-        0 => "one more node failure stops it".to_owned(),
-        1 => "it survives one more node failure".to_owned(),
-        n => format!("it survives {n} more node failures"),
-    }
-}
-
-/// Which nodes of a Redlock answered, for `-v`: `2 of the 3 Redis nodes (a Redlock needs 2):
-/// redis://a redis://b; not redis://c`.
-pub fn answering(answering: &Answering) -> String {
-    let mut text = format!(
-        "{} of the {} Redis nodes (a Redlock needs {}): {}",
-        answering.answered.len(),
-        answering.answered.len() + answering.silent.len(),
-        answering.needed,
-        answering.answered.join(" ")
-    );
-    if !answering.silent.is_empty() {
-        text.push_str(&format!("; not {}", answering.silent.join(" ")));
-    }
-    sanitize(&text)
-}
-
-/// Quote user-controlled text for a message: wrapped in double quotes, with control characters,
-/// quotes and backslashes escaped, so that a key or an argument can never move the cursor,
-/// change colours or forge a second line.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// User-controlled text made safe for a terminal, without quotes: control characters are
-/// escaped (`\n`, `\u{1b}`), everything else is kept.
-pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Quote an argument that may not be UTF-8.
-pub fn quote_os(text: &std::ffi::OsStr) -> String {
-    quote(&text.to_string_lossy())
-}
-
-/// A duration for humans: `250ms`, `1.5s`, `2m 30s`.
-pub fn duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        let tenths = ms / 100;
-        if tenths % 10 == 0 {
-            format!("{}s", tenths / 10)
-        } else {
-            format!("{}.{}s", tenths / 10, tenths % 10)
-        }
-    } else {
-        let secs = d.as_secs();
-        humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn quote_escapes_control_characters() {
-        assert_eq!(quote("deploy"), "\"deploy\"");
-        assert_eq!(quote("a\nb"), "\"a\\nb\"");
-        assert_eq!(quote("\u{1b}[31mred"), "\"\\u{1b}[31mred\"");
-        assert_eq!(quote("say \"hi\""), "\"say \\\"hi\\\"\"");
-    }
 
     #[test]
     fn redacts_every_occurrence() {
@@ -544,21 +434,9 @@ mod tests {
     fn json_lines_redact_every_string_field() {
         // A secret with a quote and a backslash: redacting the encoded line would miss it.
         let secret = "pa\"ss\\w0rd";
-        let held = HeldBy {
-            ttl: crate::lock::HolderTtl::Never,
-            holder: Some(Box::new(crate::lock::Holder {
-                host: Some(format!("host-{secret}")),
-                pid: Some(7),
-                ..Default::default()
-            })),
-            held_for: None,
-            token: None,
-            fence: None,
-            slot: None,
-            cooldown: None,
-        };
+        let host = format!("host-{secret}");
         let msg = Msg::new(format!("cannot reach redis://:{secret}@h"))
-            .holder(&held)
+            .holder(Some((Some(&host), Some(7))))
             .signal("SIGINT")
             .waited(Duration::from_millis(1500));
         let out = json_out(Some(&format!("k{secret}")), &[secret]);
@@ -585,13 +463,5 @@ mod tests {
         let value = parse(&line);
         assert_eq!(value["level"], "warning");
         assert_eq!(value["msg"], "warning: cannot release");
-    }
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(duration(Duration::from_secs(30)), "30s");
-        assert_eq!(duration(Duration::from_secs(150)), "2m 30s");
     }
 }

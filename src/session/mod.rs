@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::events::{self, Events, Sender};
 use crate::exit::Exit;
 use crate::lock::{self, Grant, Holder, Lock, Ownership};
-use crate::output::{self, Ev, Output};
+use crate::output::{Ev, Output};
 use crate::signals::{self, Dispositions};
 
 pub use reenter::Held;
@@ -154,7 +154,7 @@ impl Session {
         succeeded: bool,
         out: &Output,
     ) -> Option<Ownership> {
-        let key = output::quote(cfg.name.key());
+        let key = crate::text::quote(cfg.name.key());
         let budget = Budget::within(cfg.topology.timeout());
         let released = self.lock.release_after(&grant.token, succeeded, &budget);
         warn_failed_nodes(self.lock.as_mut(), out);
@@ -179,7 +179,7 @@ impl Session {
                     Ev::ReleaseFailed,
                     format!(
                         "cannot release lock {key} ({e}); it expires by itself within {}",
-                        output::duration(cfg.ttl.max(cfg.claim))
+                        crate::text::duration(cfg.ttl.max(cfg.claim))
                     ),
                 );
                 None
@@ -194,11 +194,14 @@ fn interval_words(after: lock::AfterRun) -> String {
     if let Some(d) = after.min_interval {
         words.push(format!(
             "--min-interval {} from the start of the run",
-            output::duration(d)
+            crate::text::duration(d)
         ));
     }
     if let Some(d) = after.cooldown {
-        words.push(format!("--cooldown {} from its end", output::duration(d)));
+        words.push(format!(
+            "--cooldown {} from its end",
+            crate::text::duration(d)
+        ));
     }
     words.join(" and ")
 }
@@ -207,7 +210,7 @@ fn interval_words(after: lock::AfterRun) -> String {
 /// lock hands each node out once).
 pub fn warn_failed_nodes(lock: &mut dyn Lock, out: &Output) {
     for failure in lock.take_failures() {
-        out.warn(Ev::NodeFailed, output::node_failed(&failure));
+        out.warn(Ev::NodeFailed, failure.warning());
     }
 }
 

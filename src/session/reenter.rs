@@ -27,7 +27,7 @@ use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Token};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 
 /// The environment variable that lists the locks a command runs under.
 pub const VAR: &str = "DISTLOCK_HELD";
@@ -121,7 +121,7 @@ pub fn check(
     timeout: std::time::Duration,
     out: &Output,
 ) -> Result<Nested, Error> {
-    let key = output::quote(lock.name().key());
+    let key = crate::text::quote(lock.name().key());
     if *source == Source::Run && held.limit != limit {
         return Err(Error::Conflict(format!(
             "lock {key} is held by the run that started this one with --limit {}, but this run \
@@ -173,7 +173,7 @@ pub fn exec(
     let err = command.exec();
     let name = argv
         .first()
-        .map_or_else(|| "the command".to_owned(), |a| output::quote_os(a));
+        .map_or_else(|| "the command".to_owned(), |a| crate::text::quote_os(a));
     match err.kind() {
         std::io::ErrorKind::NotFound => Error::NotFound(format!("command not found: {name}")),
         std::io::ErrorKind::PermissionDenied => Error::CannotExecute(format!(

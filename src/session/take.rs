@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::events::{Events, Sender};
 use crate::exit::Exit;
 use crate::lock::{Conflict, Grant, Holder, Lock, Queueing, Request, Residue, Token, Use};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 use crate::wait::display::WaitDisplay;
 use crate::wait::{self, Wait, Waited};
 
@@ -31,7 +31,7 @@ pub fn take(
     cancel: &Cancel,
     out: &Output,
 ) -> Result<Taken, Error> {
-    let key = output::quote(cfg.name.key());
+    let key = crate::text::quote(cfg.name.key());
     let token = Token::generate().map_err(|e| {
         Error::Internal(format!(
             "cannot get random bytes for the lock's token from the kernel (getrandom): {e}"
@@ -73,7 +73,7 @@ pub fn take(
                 Msg::new(format!(
                     "acquired lock {key} ({}) after {}",
                     cfg.name.lock_key(),
-                    output::duration(waited)
+                    crate::text::duration(waited)
                 ))
                 .waited(waited),
             );
@@ -87,7 +87,7 @@ pub fn take(
             let after = if waited < std::time::Duration::from_millis(1) {
                 String::new()
             } else {
-                format!(" after waiting {}", output::duration(waited))
+                format!(" after waiting {}", crate::text::duration(waited))
             };
             let what = match &held {
                 // Kept taken after a run that succeeded (--min-interval, --cooldown).
@@ -104,7 +104,7 @@ pub fn take(
             // mails any output), except with -v.
             let mut message = Msg::new(message).exit(cfg.busy_exit).waited(waited);
             if let Some(held) = &held {
-                message = message.holder(&held.first);
+                message = message.holder(held.first.who());
             }
             if cfg.busy_exit == crate::exit::Code::Success.get()
                 && !matches!(residue, Residue::MayRemain(_))
@@ -124,7 +124,7 @@ pub fn take(
             let mut message = format!(
                 "superseded by {who} after waiting {} for lock {key}: a newer run replaces this one \
                  (exit {})",
-                output::duration(waited),
+                crate::text::duration(waited),
                 cfg.busy_exit
             );
             if let Some(left) = left_behind(residue, &key) {
@@ -162,7 +162,7 @@ pub fn take(
                 Some(u) if u.attempts > 1 => format!(
                     "cannot acquire lock {key} after {} attempts over {}",
                     u.attempts,
-                    output::duration(u.over)
+                    crate::text::duration(u.over)
                 ),
                 _ => format!("cannot acquire lock {key}"),
             };
@@ -218,7 +218,7 @@ pub fn left_behind(residue: Residue, key: &str) -> Option<String> {
         Residue::MayRemain(claim) => Some(format!(
             "the last attempt could not be taken back: if Redis applies it, lock {key} stays held \
              for at most {} after that (a short claim, not the TTL), then expires by itself",
-            output::duration(claim)
+            crate::text::duration(claim)
         )),
     }
 }

@@ -18,7 +18,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::backend::BackendError;
 use crate::lock::{HolderTtl, Holders};
-use crate::output::{Ev, Format, Level, Msg, Output, duration, quote};
+use crate::output::{Ev, Format, Level, Msg, Output};
+use crate::text::{duration, quote};
 
 /// The display of one wait.
 pub struct WaitDisplay {
@@ -189,7 +190,7 @@ impl WaitDisplay {
                         self.key,
                         holders.summary()
                     ))
-                    .holder(held),
+                    .holder(held.who()),
                 );
                 self.next_report = Some(now + self.every);
             }
@@ -201,7 +202,7 @@ impl WaitDisplay {
                         self.key,
                         holders.summary()
                     ))
-                    .holder(held),
+                    .holder(held.who()),
                 );
             }
             Style::Lines => {}
@@ -272,7 +273,7 @@ impl WaitDisplay {
                         in_line(*position),
                         aged(holders, since_seen).summary()
                     ))
-                    .holder(held)
+                    .holder(held.who())
                     .waited(waited),
                 );
                 self.next_report = Some(now + self.every);

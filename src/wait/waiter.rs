@@ -184,7 +184,7 @@ impl Waiter<'_> {
             st.answered = true;
             if self.out.is_verbose() {
                 let to = match self.lock.answering() {
-                    Some(nodes) => crate::output::answering(&nodes),
+                    Some(nodes) => nodes.summary(),
                     None => self.lock.describe(),
                 };
                 self.out
@@ -193,8 +193,7 @@ impl Waiter<'_> {
         }
         // A node of a Redlock that failed while the others answered: said once per run.
         for failure in self.lock.take_failures() {
-            self.display
-                .warn(Ev::NodeFailed, crate::output::node_failed(&failure));
+            self.display.warn(Ev::NodeFailed, failure.warning());
         }
         if attempt.is_ok() && st.failing.take().is_some() {
             self.display.recovered();

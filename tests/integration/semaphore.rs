@@ -182,7 +182,7 @@ fn a_nested_run_keeps_its_parents_slot() {
 
 /// A semaphore over a Redlock is refused before the command runs: a majority of the nodes
 /// does not keep L+1 holders of a semaphore of L apart (see `try_acquire` in
-/// src/lock/redlock.rs for a sequence of minority outages that lets 4 holders into a
+/// src/lock/redlock/mod.rs for a sequence of minority outages that lets 4 holders into a
 /// `--limit 3` over 5 persistent nodes). A mutex over the same nodes runs.
 #[test]
 fn a_redlock_refuses_a_semaphore() {

@@ -15,7 +15,7 @@ use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{self, Lock, LockName, Survey, Topology};
-use crate::output::{self, Ev, Level, Output};
+use crate::output::{Ev, Level, Output};
 
 use breaking::Consent;
 use view::View;
@@ -28,7 +28,7 @@ fn survey(topology: &Topology, name: &LockName) -> Result<(Box<dyn Lock>, Survey
     match lock.survey(&budget) {
         Ok(survey) => Ok((lock, survey)),
         Err(e) => Err(Error::redis(
-            format!("cannot read lock {}", output::quote(name.key())),
+            format!("cannot read lock {}", crate::text::quote(name.key())),
             lock.describe(),
             e,
         )),
@@ -110,9 +110,9 @@ pub fn list(
             format!(
                 "Redis node {} did not answer ({error}); the list shows what the other {answered} \
                  of the {nodes} nodes hold (a Redlock of {nodes} needs {}, so {})",
-                output::sanitize(address),
+                crate::text::sanitize(address),
                 nodes / 2 + 1,
-                output::node_margin(answered, nodes / 2 + 1)
+                crate::lock::node_margin(answered, nodes / 2 + 1)
             ),
         );
     }
@@ -132,8 +132,8 @@ pub fn list(
             Ev::NoLocks,
             format!(
                 "no locks under prefix {} match {}",
-                output::quote(prefix),
-                output::quote(pattern)
+                crate::text::quote(prefix),
+                crate::text::quote(pattern)
             ),
         );
         return Ok(Exit::from(Code::Success));
@@ -152,7 +152,7 @@ pub fn list(
     rows.extend(
         views
             .iter()
-            .map(|view| view.row().map(|cell| output::sanitize(&cell))),
+            .map(|view| view.row().map(|cell| crate::text::sanitize(&cell))),
     );
     print(&table(&rows, std::io::stdout().is_terminal()))?;
     Ok(Exit::from(Code::Success))

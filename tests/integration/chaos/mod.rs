@@ -31,7 +31,7 @@
 //!   its data, which is Redlock's assumption. Hence no restart excuses anything: every check
 //!   holds without exemption (the restart excuses apply only to the single server, which
 //!   forgets its locks).
-//! * **Keys: the three mutexes only.** A Redlock refuses `--limit N` (src/lock/redlock.rs): a
+//! * **Keys: the three mutexes only.** A Redlock refuses `--limit N` (src/lock/redlock/mod.rs): a
 //!   majority keeps two mutex holders apart, but not L+1 holders of a semaphore of L. (Found
 //!   while writing this variant: with 5 persistent nodes and only minority outages, 4 holders
 //!   got into a `--limit 3`.) The semaphore's share of the iterations goes to the mutexes.
@@ -149,7 +149,7 @@ const RUN_LIMIT_NS: u64 = 30_000 * MS;
 const MS: u64 = 1_000_000;
 /// How long a place in line lasts without another attempt, and how long a lock handed to a
 /// waiter waits for it to take it up, on the server's clock (`PLACE` and `TAKEUP` in
-/// src/lock/single.rs, which the tests cannot import).
+/// src/lock/protocol.rs, which the tests cannot import).
 const PLACE_MS: u64 = 8000;
 const TAKEUP_MS: u64 = 5000;
 

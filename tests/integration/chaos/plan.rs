@@ -89,7 +89,7 @@ impl Topology {
     }
 
     /// Whether `--limit N` is allowed: not on a Redlock, whose majority keeps mutex holders
-    /// apart but not the L+1 holders of a semaphore of L (src/lock/redlock.rs refuses it).
+    /// apart but not the L+1 holders of a semaphore of L (src/lock/redlock/mod.rs refuses it).
     pub(super) fn semaphores(self) -> bool {
         self == Topology::Single
     }

@@ -5,7 +5,7 @@ use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Ownership, Token};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 
 use super::{Consent, plural, release};
 use crate::commands::inspect::view::{Shown, View, who};
@@ -19,7 +19,7 @@ pub fn break_holders(
     budget: &dyn Fn() -> Budget,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(view.name.key());
+    let key = crate::text::quote(view.name.key());
     if view.holders.is_empty() {
         out.notice(
             Ev::Free,
@@ -35,7 +35,7 @@ pub fn break_holders(
                 .iter()
                 .filter(|shown| shown.token().is_some_and(|t| t.starts_with(prefix)))
                 .collect();
-            let id = output::quote(prefix);
+            let id = crate::text::quote(prefix);
             match matching.as_slice() {
                 [] => {
                     out.notice(
@@ -53,7 +53,12 @@ pub fn break_holders(
                 several => {
                     let ids: Vec<String> = several
                         .iter()
-                        .map(|shown| shown.id.as_deref().map_or("?".into(), output::sanitize))
+                        .map(|shown| {
+                            shown
+                                .id
+                                .as_deref()
+                                .map_or("?".into(), crate::text::sanitize)
+                        })
                         .collect();
                     return Err(Error::Usage(format!(
                         "the id {id} matches {} holders of lock {key} ({}); give more of the id",
@@ -132,7 +137,7 @@ pub fn break_holders(
                 out.notice(
                     Ev::Broken,
                     Msg::new(format!("broke {named} ({}){next}", one.held.summary()))
-                        .holder(one.held)
+                        .holder(one.held.who())
                         .exit(Code::Success.get()),
                 );
                 Ok(Exit::from(Code::Success))
@@ -163,7 +168,7 @@ pub fn break_holders(
                         shown.named(),
                         shown.held.summary()
                     ))
-                    .holder(shown.held),
+                    .holder(shown.held.who()),
                 );
             }
             Ownership::NotHeld => out.notice(

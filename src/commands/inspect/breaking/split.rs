@@ -5,7 +5,7 @@ use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{HeldBy, Lock, Token};
-use crate::output::{self, Ev, Msg, Output};
+use crate::output::{Ev, Msg, Output};
 
 use super::{Consent, plural};
 use crate::commands::inspect::view::{View, short_ids, who};
@@ -25,10 +25,14 @@ struct Splinter<'a> {
 impl Splinter<'_> {
     /// `3f2a9c1e (held by ci-7 pid 12) on 1 of the 3 nodes: redis://a`, for messages.
     fn describe(&self, of: usize) -> String {
-        let nodes: Vec<String> = self.nodes.iter().map(|a| output::sanitize(a)).collect();
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|a| crate::text::sanitize(a))
+            .collect();
         format!(
             "{} (held by {}) on {} of the {of} nodes: {}",
-            self.id.as_deref().map_or("?".into(), output::sanitize),
+            self.id.as_deref().map_or("?".into(), crate::text::sanitize),
             who(self.held),
             self.nodes.len(),
             nodes.join(" ")
@@ -46,7 +50,7 @@ pub fn break_split(
     budget: &dyn Fn() -> Budget,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = output::quote(view.name.key());
+    let key = crate::text::quote(view.name.key());
     let of = view.nodes.len();
     // Every token that a node holds, once, with the nodes that hold it.
     let mut splinters: Vec<Splinter<'_>> = Vec::new();
@@ -94,7 +98,7 @@ pub fn break_split(
                 .iter()
                 .filter(|s| s.token.starts_with(prefix))
                 .collect();
-            let id = output::quote(prefix);
+            let id = crate::text::quote(prefix);
             match matching.as_slice() {
                 [] => {
                     out.notice(
@@ -113,7 +117,7 @@ pub fn break_split(
                 several => {
                     let ids: Vec<String> = several
                         .iter()
-                        .map(|s| s.id.as_deref().map_or("?".into(), output::sanitize))
+                        .map(|s| s.id.as_deref().map_or("?".into(), crate::text::sanitize))
                         .collect();
                     return Err(Error::Usage(format!(
                         "the id {id} matches {} tokens of lock {key} ({}); give more of the id",
@@ -182,7 +186,7 @@ pub fn break_split(
                             String::new()
                         }
                     ))
-                    .holder(splinter.held),
+                    .holder(splinter.held.who()),
                 );
             }
             0 => out.notice(

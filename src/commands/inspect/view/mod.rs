@@ -4,8 +4,8 @@
 //!
 //! Pure functions of a [`LockState`] and the time of the look: no Redis and no printing here.
 //! Everything a holder or a waiter says about itself was written into Redis by whoever took the
-//! lock (a note can hold anything): text renderings escape it with [`output::sanitize`] or
-//! [`output::quote`], and the JSON encoder escapes every control character.
+//! lock (a note can hold anything): text renderings escape it with [`crate::text::sanitize`] or
+//! [`crate::text::quote`], and the JSON encoder escapes every control character.
 //!
 //! This file builds the view (ids included); `text.rs` renders it for people, `json.rs` for
 //! scripts.
@@ -18,7 +18,6 @@ mod text;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::lock::{HeldBy, LockName, LockState, Survey, Waiting};
-use crate::output;
 
 /// Characters of a token that make a holder's id (more when two holders share them).
 pub const ID_CHARS: usize = 8;
@@ -76,7 +75,7 @@ impl Shown<'_> {
     /// `holder 3f2a9c1e` (escaped), or `a holder without an id`, for messages.
     pub fn named(&self) -> String {
         match &self.id {
-            Some(id) => format!("holder {}", output::sanitize(id)),
+            Some(id) => format!("holder {}", crate::text::sanitize(id)),
             None => "a holder without an id".to_owned(),
         }
     }
@@ -140,7 +139,7 @@ impl<'a> View<'a> {
                 let id = shown
                     .id
                     .as_deref()
-                    .map_or_else(|| "(no id)".to_owned(), output::sanitize);
+                    .map_or_else(|| "(no id)".to_owned(), crate::text::sanitize);
                 format!("{id} held by {}", who(shown.held))
             })
             .collect();

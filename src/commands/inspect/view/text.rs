@@ -3,12 +3,11 @@
 
 use super::{Shown, View};
 use crate::lock::{HolderTtl, Waiting};
-use crate::output;
 
 impl View<'_> {
     /// Several lines about the lock, for people (`status`, and `break` before its question).
     pub fn text(&self) -> String {
-        let key = output::quote(self.name.key());
+        let key = crate::text::quote(self.name.key());
         if self.split {
             return self.split_text();
         }
@@ -69,7 +68,7 @@ impl View<'_> {
         let nodes = self.nodes.len();
         let needed = nodes / 2 + 1;
         let answered = nodes - silent.len();
-        let margin = output::node_margin(answered, needed);
+        let margin = crate::lock::node_margin(answered, needed);
         let mut text = format!(
             "{} of the {nodes} nodes did not answer (the lock works with the other {answered}; \
              a Redlock of {nodes} needs {needed}, so {margin}):\n",
@@ -78,8 +77,8 @@ impl View<'_> {
         for (address, error) in silent {
             text.push_str(&format!(
                 "  node {}: {}\n",
-                output::sanitize(address),
-                output::sanitize(error)
+                crate::text::sanitize(address),
+                crate::text::sanitize(error)
             ));
         }
         text
@@ -89,7 +88,7 @@ impl View<'_> {
     fn holder_rows(&self, text: &mut String, shown: &Shown<'_>, with_id: bool) {
         let held = shown.held;
         let mut row = |label: &str, value: String| {
-            text.push_str(&format!("  {label:<9} {}\n", output::sanitize(&value)));
+            text.push_str(&format!("  {label:<9} {}\n", crate::text::sanitize(&value)));
         };
         if with_id {
             row("id", shown.id.clone().unwrap_or_else(|| "?".into()));
@@ -134,7 +133,7 @@ impl View<'_> {
                     .unwrap_or_default();
                 row(
                     "started",
-                    format!("{} ago{since}", output::duration(ran_for)),
+                    format!("{} ago{since}", crate::text::duration(ran_for)),
                 );
             }
             let ended = self
@@ -143,7 +142,7 @@ impl View<'_> {
                 .unwrap_or_default();
             row(
                 "ended",
-                format!("{} ago{ended}", output::duration(cool.ended_ago)),
+                format!("{} ago{ended}", crate::text::duration(cool.ended_ago)),
             );
             let free_at = self
                 .until(left)
@@ -153,7 +152,7 @@ impl View<'_> {
                 "next run",
                 format!(
                     "may start in {}{free_at}: {}",
-                    output::duration(left),
+                    crate::text::duration(left),
                     cool.flags()
                 ),
             );
@@ -163,12 +162,17 @@ impl View<'_> {
                     .since(held_for)
                     .map(|a| format!(" (since {a})"))
                     .unwrap_or_default();
-                row("held for", format!("{}{since}", output::duration(held_for)));
+                row(
+                    "held for",
+                    format!("{}{since}", crate::text::duration(held_for)),
+                );
             }
             row(
                 "expires",
                 match held.ttl {
-                    HolderTtl::Expires(d) => format!("in {} unless renewed", output::duration(d)),
+                    HolderTtl::Expires(d) => {
+                        format!("in {} unless renewed", crate::text::duration(d))
+                    }
                     HolderTtl::Never => "never (set without expiry)".into(),
                 },
             );
@@ -183,18 +187,18 @@ impl View<'_> {
         let mut text = format!(
             "lock {} is split: no holder has a majority of the {} nodes (after partial \
              acquires, or a node that lost its data; it resolves when their locks expire)\n",
-            output::quote(self.name.key()),
+            crate::text::quote(self.name.key()),
             self.nodes.len()
         );
         for node in &self.nodes {
             let seen = match &node.state {
                 Ok(view) if view.holders.is_empty() => "free".to_owned(),
                 Ok(view) => view.id_list(),
-                Err(e) => format!("no answer ({})", output::sanitize(e)),
+                Err(e) => format!("no answer ({})", crate::text::sanitize(e)),
             };
             text.push_str(&format!(
                 "  node {}: {seen}\n",
-                output::sanitize(node.address)
+                crate::text::sanitize(node.address)
             ));
         }
         text
@@ -204,7 +208,7 @@ impl View<'_> {
     fn waiter_line(&self, waiting: &Waiting) -> String {
         let mut line = match &waiting.holder {
             Some(h) => {
-                let mut who = output::sanitize(h.host.as_deref().unwrap_or("?"));
+                let mut who = crate::text::sanitize(h.host.as_deref().unwrap_or("?"));
                 if let Some(pid) = h.pid {
                     who.push_str(&format!(", pid {pid}"));
                 }
@@ -213,17 +217,17 @@ impl View<'_> {
             None => "an unnamed waiter".to_owned(),
         };
         if let Some(waited) = waiting.waited {
-            line.push_str(&format!(", waiting for {}", output::duration(waited)));
+            line.push_str(&format!(", waiting for {}", crate::text::duration(waited)));
             if let Some(since) = self.since(waited) {
                 line.push_str(&format!(" (since {since})"));
             }
         }
         if let Some(h) = &waiting.holder {
             if let Some(note) = &h.note {
-                line.push_str(&format!("; note {}", output::quote(note)));
+                line.push_str(&format!("; note {}", crate::text::quote(note)));
             }
             if let Some(url) = &h.ci_url {
-                line.push_str(&format!("; CI job {}", output::sanitize(url)));
+                line.push_str(&format!("; CI job {}", crate::text::sanitize(url)));
             }
         }
         line
@@ -264,11 +268,11 @@ impl View<'_> {
             who,
             match first {
                 None => "-".into(),
-                Some(h) => h.held_for.map_or_else(|| "?".into(), output::duration),
+                Some(h) => h.held_for.map_or_else(|| "?".into(), crate::text::duration),
             },
             match first.map(|h| h.ttl) {
                 None => "-".into(),
-                Some(HolderTtl::Expires(d)) => output::duration(d),
+                Some(HolderTtl::Expires(d)) => crate::text::duration(d),
                 Some(HolderTtl::Never) => "never".into(),
             },
             self.waiters.len().to_string(),

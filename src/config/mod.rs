@@ -1,0 +1,587 @@
+//! From what the user typed ([`crate::cli`]) to what distlock will do ([`Config`]): defaults
+//! derived from other flags, cross-flag rules, and every check that needs more than one value.
+//! Nothing but this module reads the parser's types.
+//!
+//! This file holds the flag logic of each command; `topology.rs` builds where the locks live
+//! (URLs, timeouts, TLS) from the global options, and `origins.rs` remembers where each value
+//! came from, so that every refusal names what the user set. What a topology cannot keep is
+//! asked of the lock ([`Topology::refuses`]), never decided here.
+
+mod origins;
+mod topology;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::backend::Servers;
+use crate::cli::{self, Cli};
+use crate::envfile::{self, EnvFile};
+use crate::error::Error;
+use crate::lock::{self, AfterRun, DEFAULT_PREFIX, LockName, Token, Topology};
+use crate::output::{Format, Level, Output};
+use crate::renew::Deadlines;
+use crate::wait::WaitPolicy;
+
+pub use origins::Origins;
+use topology::{redis_urls, topology};
+
+/// Shortest accepted TTL.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+/// Longest accepted TTL: a crashed holder blocks everyone for up to this long.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Shortest accepted renewal interval.
+pub const MIN_RENEW_EVERY: Duration = Duration::from_millis(100);
+/// Shortest time that must remain to retry a failed renewal before the kill signal.
+pub const MIN_RETRY_WINDOW: Duration = Duration::from_millis(100);
+/// The fewest characters of a holder id that `break --holder` accepts: fewer would name a
+/// holder by accident.
+pub const MIN_HOLDER_ID_CHARS: usize = 4;
+/// Default Redis URL.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// Everything distlock will do.
+pub struct Config {
+    /// Where messages go.
+    pub output: Output,
+    /// The subcommand.
+    pub command: CommandConfig,
+}
+
+/// A subcommand's settings.
+pub enum CommandConfig {
+    /// `distlock run`.
+    Run(RunConfig),
+    /// `distlock acquire`.
+    Acquire(AcquireConfig),
+    /// `distlock status`.
+    Status {
+        /// How to reach Redis.
+        topology: Topology,
+        /// Which lock.
+        name: LockName,
+        /// JSON output.
+        json: bool,
+    },
+    /// `distlock list`.
+    List {
+        /// How to reach Redis.
+        topology: Topology,
+        /// The key prefix.
+        prefix: String,
+        /// Glob over keys.
+        pattern: String,
+        /// JSON output.
+        json: bool,
+    },
+    /// `distlock break`.
+    Break {
+        /// How to reach Redis.
+        topology: Topology,
+        /// Which lock.
+        name: LockName,
+        /// Only the holder whose token starts with this (`--holder`).
+        holder: Option<String>,
+        /// Skip the confirmation.
+        yes: bool,
+    },
+    /// `distlock renew`.
+    Renew {
+        /// How to reach Redis.
+        topology: Topology,
+        /// Which lock.
+        name: LockName,
+        /// The holder's token.
+        token: Token,
+        /// New TTL (default: the one it was acquired with).
+        ttl: Option<Duration>,
+    },
+    /// `distlock release`.
+    Release {
+        /// How to reach Redis.
+        topology: Topology,
+        /// Which lock.
+        name: LockName,
+        /// The holder's token.
+        token: Token,
+        /// The work failed: no cool-down (`--failed`).
+        failed: bool,
+    },
+    /// `distlock generate`.
+    Generate {
+        /// What to write (None: both).
+        what: Option<cli::Generated>,
+        /// Where.
+        out: Option<std::path::PathBuf>,
+    },
+}
+
+/// Taking a lock (`run`, `acquire`), decided.
+pub struct TakeConfig {
+    /// How to reach Redis.
+    pub topology: Topology,
+    /// Which lock.
+    pub name: LockName,
+    /// The lock's TTL.
+    pub ttl: Duration,
+    /// How long and how to wait.
+    pub wait: WaitPolicy,
+    /// Exit code when busy.
+    pub busy_exit: u8,
+    /// Stored with the lock.
+    pub note: Option<String>,
+    /// Interval of "still waiting" lines without a terminal.
+    pub report_every: Duration,
+    /// The expiry an acquire attempt sets, until the holder extends it to the TTL (see
+    /// [`crate::lock`]): what an attempt whose reply was lost can block the key for.
+    pub claim: Duration,
+    /// How long to retry a Redis that has never answered.
+    pub unreachable_after: Duration,
+    /// 1: a mutex; N: a counting semaphore.
+    pub limit: u32,
+    /// Cancel the older waiters (`--supersede`).
+    pub supersede: bool,
+    /// Stop the holder's command, and cancel the older waiters (`--replace`).
+    pub replace: bool,
+    /// How long the lock stays taken after a run that succeeded.
+    pub after: AfterRun,
+}
+
+/// `distlock acquire`, decided.
+pub struct AcquireConfig {
+    /// Which lock, and how to wait for it.
+    pub take: TakeConfig,
+    /// Where to append the lock's values instead of printing the token.
+    pub env_file: Option<EnvFile>,
+    /// Print JSON (token, fence, ...) instead of the bare token.
+    pub json: bool,
+}
+
+/// `distlock run`, decided.
+pub struct RunConfig {
+    /// Which lock, and how to wait for it.
+    pub take: TakeConfig,
+    /// Renewal interval.
+    pub renew_every: Duration,
+    /// Kill timing.
+    pub deadlines: Deadlines,
+    /// Signal that starts the kill sequence.
+    pub kill_signal: Signal,
+    /// Stop the command after this long (`--timeout`).
+    pub timeout: Option<Duration>,
+    /// The command.
+    pub argv: Vec<OsString>,
+}
+
+/// The output settings alone, for reporting errors found before the rest of the configuration.
+pub fn output_for(cli: &Cli) -> Output {
+    let level = if cli.global.verbose {
+        Level::Verbose
+    } else if cli.global.quiet {
+        Level::Quiet
+    } else {
+        Level::Normal
+    };
+    // Every password as typed and as decoded (redis://:p%40ss@host means "p@ss"), of every URL
+    // and every node they name: none may appear in any output.
+    let urls = redis_urls(&cli.global);
+    let mut secrets: Vec<String> = urls
+        .iter()
+        .flat_map(|u| u.split_whitespace())
+        .filter_map(crate::backend::password_in)
+        .collect();
+    if let Ok(servers) = Servers::parse(&urls) {
+        secrets.extend(
+            servers
+                .endpoints()
+                .iter()
+                .filter_map(|e| e.password().map(str::to_owned)),
+        );
+        // Behind Sentinel, the endpoints are the sentinels: the data nodes' own password (the
+        // URL's userinfo) is known decoded only from a data node's endpoint.
+        if let Servers::Sentinel(sentinel) = &servers {
+            if let Ok(data) = sentinel.data.endpoint("127.0.0.1", 6379) {
+                secrets.extend(data.password().map(str::to_owned));
+            }
+        }
+    }
+    let format = match cli.global.log_format {
+        cli::LogFormat::Text => Format::Text,
+        cli::LogFormat::Json => Format::Json,
+    };
+    Output::new(level, format, secrets)
+}
+
+impl Config {
+    /// Decide everything, or explain the first problem as a usage error (naming each value the
+    /// way the user set it, see [`Origins`]).
+    pub fn from_cli(cli: Cli, origins: &Origins) -> Result<Config, Error> {
+        let output = output_for(&cli);
+        let global = &cli.global;
+        let prefix = global.prefix.as_str();
+        let command = match cli.command {
+            cli::Command::Run(args) => CommandConfig::Run(run_config(args, global, origins)?),
+            cli::Command::Acquire(args) => {
+                CommandConfig::Acquire(acquire_config(args, global, origins)?)
+            }
+            cli::Command::Status(args) => CommandConfig::Status {
+                topology: topology(global, origins, None)?,
+                name: lock_name(prefix, &args.key, origins)?,
+                json: args.json,
+            },
+            cli::Command::List(args) => {
+                lock::validate_pattern(&args.pattern).map_err(Error::Usage)?;
+                CommandConfig::List {
+                    topology: topology(global, origins, None)?,
+                    prefix: checked_prefix(prefix, origins)?.to_owned(),
+                    pattern: args.pattern,
+                    json: args.json,
+                }
+            }
+            cli::Command::Break(args) => CommandConfig::Break {
+                topology: topology(global, origins, None)?,
+                name: lock_name(prefix, &args.key, origins)?,
+                holder: args.holder.as_deref().map(holder_id).transpose()?,
+                yes: args.yes,
+            },
+            cli::Command::Renew(args) => {
+                if let Some(ttl) = &args.ttl {
+                    check_ttl(
+                        ttl,
+                        origins,
+                        "the lock is held until it expires or is released",
+                    )?;
+                }
+                CommandConfig::Renew {
+                    topology: topology(global, origins, None)?,
+                    name: lock_name(prefix, &args.held.key, origins)?,
+                    token: token(&args.held.token, origins)?,
+                    ttl: args.ttl.map(|ttl| ttl.value),
+                }
+            }
+            cli::Command::Release(args) => CommandConfig::Release {
+                topology: topology(global, origins, None)?,
+                name: lock_name(prefix, &args.held.key, origins)?,
+                token: token(&args.held.token, origins)?,
+                failed: args.failed,
+            },
+            cli::Command::Generate(args) => CommandConfig::Generate {
+                what: args.what,
+                out: args.out,
+            },
+        };
+        // From here on, messages name the lock they are about (JSON lines carry its key).
+        let output = match command.key() {
+            Some(key) => output.about(key),
+            None => output,
+        };
+        Ok(Config { output, command })
+    }
+}
+
+impl CommandConfig {
+    /// The key of the one lock the command is about, if it is about one.
+    fn key(&self) -> Option<&str> {
+        match self {
+            CommandConfig::Run(run) => Some(run.take.name.key()),
+            CommandConfig::Acquire(acquire) => Some(acquire.take.name.key()),
+            CommandConfig::Status { name, .. }
+            | CommandConfig::Break { name, .. }
+            | CommandConfig::Renew { name, .. }
+            | CommandConfig::Release { name, .. } => Some(name.key()),
+            CommandConfig::List { .. } | CommandConfig::Generate { .. } => None,
+        }
+    }
+}
+
+fn checked_prefix<'p>(prefix: &'p str, origins: &Origins) -> Result<&'p str, Error> {
+    lock::validate_prefix(prefix).map_err(|e| Error::Usage(origins.blame("prefix", e)))?;
+    Ok(prefix)
+}
+
+fn lock_name(prefix: &str, key: &str, origins: &Origins) -> Result<LockName, Error> {
+    lock::validate_key(key).map_err(Error::Usage)?;
+    Ok(LockName::new(checked_prefix(prefix, origins)?, key))
+}
+
+/// A holder id given to `break --holder`: the start of a token, long enough not to name a
+/// holder by accident.
+fn holder_id(text: &str) -> Result<String, Error> {
+    let id = text.trim();
+    let min = MIN_HOLDER_ID_CHARS;
+    if id.chars().count() < min {
+        return Err(Error::Usage(format!(
+            "--holder {} is too short; give at least {min} characters of the id that \
+             distlock status shows for the holder",
+            crate::text::quote(id)
+        )));
+    }
+    Ok(id.to_owned())
+}
+
+fn token(text: &str, origins: &Origins) -> Result<Token, Error> {
+    let text = text.trim();
+    if text.is_empty()
+        || text.len() > 128
+        || text.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        // Never echo the token: it is the key to the lock.
+        return Err(Error::Usage(format!(
+            "{} is empty or malformed; pass what distlock acquire printed, with --token or DISTLOCK_TOKEN",
+            origins.option("token")
+        )));
+    }
+    Ok(Token::from_text(text))
+}
+
+fn check_ttl(ttl: &cli::DurationArg, origins: &Origins, why: &str) -> Result<(), Error> {
+    if (MIN_TTL..=MAX_TTL).contains(&ttl.value) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{} is out of range; use 1s to 24h ({why})",
+            origins.duration("ttl", ttl)
+        )))
+    }
+}
+
+fn take_config(
+    args: cli::TakeArgs,
+    global: &cli::GlobalArgs,
+    origins: &Origins,
+    why_ttl: &str,
+) -> Result<TakeConfig, Error> {
+    let name = lock_name(&global.prefix, &args.key, origins)?;
+    check_ttl(&args.ttl, origins, why_ttl)?;
+    if args.report_every.value < Duration::from_secs(1) {
+        return Err(Error::Usage(format!(
+            "{} is too short; use 1s or more",
+            origins.duration("report_every", &args.report_every)
+        )));
+    }
+    if args.replace && args.no_wait {
+        return Err(Error::Usage(
+            "--replace waits for the running command to stop: it needs a wait; drop --no-wait"
+                .into(),
+        ));
+    }
+    if args.replace && args.limit > 1 {
+        return Err(Error::Usage(format!(
+            "--replace stops the one holder of a mutex; a semaphore of --limit {} has several: \
+             drop --replace or --limit",
+            args.limit
+        )));
+    }
+    if args.supersede && args.no_wait {
+        return Err(Error::Usage(
+            "--supersede takes a place in line and cancels the older waiters: it needs a wait; \
+             drop --no-wait"
+                .into(),
+        ));
+    }
+    if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&args.unreachable_after.value)
+    {
+        return Err(Error::Usage(format!(
+            "{} is out of range; use 1s to 1h",
+            origins.duration("unreachable_after", &args.unreachable_after)
+        )));
+    }
+    let after = after_run(&args, origins)?;
+    let topology = topology(global, origins, Some(args.ttl.value))?;
+    if let Some(refused) = topology.refuses(args.supersede || args.replace, args.limit) {
+        return Err(Error::Usage(refused));
+    }
+    Ok(TakeConfig {
+        topology,
+        name,
+        ttl: args.ttl.value,
+        wait: WaitPolicy {
+            limit: if args.no_wait {
+                Some(Duration::ZERO)
+            } else {
+                args.wait.map(|wait| wait.value)
+            },
+            mode: match args.wait_mode {
+                cli::WaitMode::Notify => crate::wait::WaitMode::Notify,
+                cli::WaitMode::Spin => crate::wait::WaitMode::Spin,
+            },
+        },
+        busy_exit: args.conflict_exit_code,
+        note: args.note,
+        report_every: args.report_every.value,
+        // `acquire` has no command to stop: its claim only needs room for the extension (run
+        // recomputes it with its kill grace).
+        claim: Deadlines {
+            ttl: args.ttl.value,
+            grace: Duration::ZERO,
+        }
+        .claim(global.redis_timeout.value),
+        unreachable_after: args.unreachable_after.value,
+        limit: args.limit,
+        supersede: args.supersede,
+        replace: args.replace,
+        after,
+    })
+}
+
+/// The longest `--min-interval` or `--cooldown`.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(31 * 24 * 3600);
+
+/// `--min-interval` and `--cooldown`, checked.
+fn after_run(args: &cli::TakeArgs, origins: &Origins) -> Result<AfterRun, Error> {
+    let mut after = AfterRun::default();
+    for (id, given, into) in [
+        ("min_interval", &args.min_interval, &mut after.min_interval),
+        ("cooldown", &args.cooldown, &mut after.cooldown),
+    ] {
+        let Some(given) = given else { continue };
+        if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+            return Err(Error::Usage(format!(
+                "{} is out of range; use 1ms to 31 days",
+                origins.duration(id, given)
+            )));
+        }
+        if args.limit > 1 {
+            return Err(Error::Usage(format!(
+                "{} keeps a mutex taken after a run; it does not apply to a semaphore: drop it or \
+                 --limit",
+                origins.option(id)
+            )));
+        }
+        *into = Some(given.value);
+    }
+    Ok(after)
+}
+
+fn acquire_config(
+    args: cli::AcquireArgs,
+    global: &cli::GlobalArgs,
+    origins: &Origins,
+) -> Result<AcquireConfig, Error> {
+    let take = take_config(
+        args.take,
+        global,
+        origins,
+        "the lock is held until it expires or is released",
+    )?;
+    // `-E 0` turns "busy" into a success: with --env-file, the job would go on without the lock
+    // (and without its values), the very thing --env-file is there to prevent.
+    if args.env_file.is_some() && take.busy_exit == crate::exit::Code::Success.get() {
+        return Err(Error::Usage(
+            origins.blame(
+                "conflict_exit_code",
+                "-E 0 makes a busy lock a success, so with --env-file the CI job would go on \
+             without the lock; drop -E 0 (or DISTLOCK_CONFLICT_EXIT_CODE=0), or use \
+             distlock run -n -E 0 to skip a step quietly"
+                    .into(),
+            ),
+        ));
+    }
+    // The default prefix needs no line: later steps use it anyway.
+    let prefix = Some(global.prefix.as_str()).filter(|p| *p != DEFAULT_PREFIX);
+    let env_file = args
+        .env_file
+        .map(|path| EnvFile::new(path, take.name.key(), prefix))
+        .transpose()
+        .map_err(|refused| {
+            Error::Usage(match refused {
+                envfile::Refused::Value { id, message } => origins.blame(id, message),
+                envfile::Refused::File(message) => message,
+            })
+        })?;
+    Ok(AcquireConfig {
+        take,
+        env_file,
+        json: args.json,
+    })
+}
+
+fn run_config(
+    args: cli::RunArgs,
+    global: &cli::GlobalArgs,
+    origins: &Origins,
+) -> Result<RunConfig, Error> {
+    if args.command.first().is_none_or(|c| c.is_empty()) {
+        return Err(Error::Usage(
+            "no command given; put it after --, e.g. distlock run --key k -- ./job.sh".into(),
+        ));
+    }
+    let ttl_text = origins.duration("ttl", &args.take.ttl);
+    let mut take = take_config(
+        args.take,
+        global,
+        origins,
+        "renewal keeps a short TTL alive as long as the command runs",
+    )?;
+    let ttl = take.ttl;
+    // Durations the user gave are echoed as written (and named the way they were set),
+    // defaults as computed.
+    let renew_every = args
+        .renew_every
+        .as_ref()
+        .map_or_else(|| whole_ms(ttl / 3), |given| given.value);
+    let renew_every_text = args.renew_every.as_ref().map_or_else(
+        || format!("--renew-every {}", crate::text::duration(renew_every)),
+        |given| origins.duration("renew_every", given),
+    );
+    if renew_every < MIN_RENEW_EVERY || renew_every >= ttl {
+        return Err(Error::Usage(format!(
+            "{renew_every_text} must be at least 100ms and shorter than {ttl_text} (default: a third of it)"
+        )));
+    }
+    let grace = args.kill_grace.as_ref().map_or_else(
+        || whole_ms(ttl / 5).min(Duration::from_secs(5)),
+        |given| given.value,
+    );
+    let grace_text = args.kill_grace.as_ref().map_or_else(
+        || format!("--kill-grace {}", crate::text::duration(grace)),
+        |given| origins.duration("kill_grace", given),
+    );
+    let deadlines = Deadlines { ttl, grace };
+    take.claim = deadlines.claim(global.redis_timeout.value);
+    match deadlines.retry_window(renew_every) {
+        Some(window) if window >= MIN_RETRY_WINDOW => {}
+        _ => {
+            let room = ttl
+                .saturating_sub(deadlines.margin() + renew_every + MIN_RETRY_WINDOW)
+                .as_millis();
+            return Err(Error::Usage(format!(
+                "{grace_text} with {ttl_text} and {renew_every_text} leaves no time to retry a failed \
+                 renewal before the kill (safety margin {}); use a --kill-grace of at most {room}ms, a \
+                 shorter --renew-every, or a longer --ttl",
+                crate::text::duration(deadlines.margin()),
+            )));
+        }
+    }
+    let kill_signal = Signal::try_from(args.kill_signal).map_err(|_| {
+        Error::Usage(format!(
+            "--kill-signal {} is not a signal",
+            args.kill_signal
+        ))
+    })?;
+    if let Some(given) = &args.timeout {
+        if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+            return Err(Error::Usage(format!(
+                "{} is out of range; use 1ms to 31 days",
+                origins.duration("timeout", given)
+            )));
+        }
+    }
+    Ok(RunConfig {
+        take,
+        renew_every,
+        deadlines,
+        kill_signal,
+        timeout: args.timeout.map(|t| t.value),
+        argv: args.command,
+    })
+}
+
+/// `d` truncated to whole milliseconds (for defaults that users read back in messages).
+fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests;
