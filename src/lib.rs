@@ -52,10 +52,7 @@ pub mod signals;
 pub mod text;
 pub mod wait;
 
-/// What `distlock --version` says: the version, and the commit and date it was built from when
-/// built from a git checkout (`0.1.0 (8324320 2026-11-25)`; see `build.rs`). Holder metadata
-/// and the man pages use the plain `CARGO_PKG_VERSION`.
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("DISTLOCK_BUILD_INFO"));
+pub use cli::VERSION;
 
 use crate::config::{CommandConfig, Config};
 use crate::exit::Exit;

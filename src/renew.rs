@@ -18,7 +18,6 @@ use std::thread;
 use std::time::Duration;
 
 use crate::backend::Budget;
-use crate::child::guard::Line;
 use crate::clock::Moment;
 use crate::events::{Event, Sender};
 use crate::lock::{Extended, Lock, Token, Validity};
@@ -98,6 +97,14 @@ enum Command {
     Stop,
 }
 
+/// Who must hear of each confirmed renewal before the main thread does: the guard's line
+/// ([`crate::child::guard::Line`]), whose kill deadlines must never be earlier than the main
+/// thread's. A trait, so that renewal sits below the child module that implements it.
+pub trait DeadlineWatch: Send {
+    /// The lock is confirmed valid until `validity`: move the kill deadlines accordingly.
+    fn move_deadline(&self, deadlines: &Deadlines, validity: Validity);
+}
+
 /// What the renewal thread needs; kept until the thread is started.
 pub struct RenewSpec {
     /// A handle on the lock with its own connection.
@@ -117,7 +124,7 @@ pub struct RenewSpec {
     /// Where to report.
     pub events: Sender,
     /// The guard's line, to move its deadline on each confirmed renewal (None: no guard).
-    pub guard: Option<Line>,
+    pub guard: Option<Box<dyn DeadlineWatch>>,
 }
 
 /// The renewal thread, started only when the first renewal comes near, or after [`LISTEN_AFTER`]

@@ -21,6 +21,11 @@ use clap::{Args, Parser, Subcommand};
 pub use args::*;
 pub use values::*;
 
+/// What `distlock --version` says: the version, and the commit and date it was built from when
+/// built from a git checkout (`0.1.0 (8324320 2026-11-25)`; see `build.rs`). Holder metadata
+/// and the man pages use the plain `CARGO_PKG_VERSION`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("DISTLOCK_BUILD_INFO"));
+
 /// Run a command as a critical section guarded by a Redis lock.
 ///
 /// distlock acquires a lock in Redis (waiting for it if another process holds it), runs the
@@ -30,7 +35,7 @@ pub use values::*;
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
-    version = crate::VERSION,
+    version = VERSION,
     propagate_version = true,
     max_term_width = 100,
     help_expected = true,

@@ -277,7 +277,10 @@ fn run_locked(
         validity: grant.validity,
         timeout,
         events: tx.clone(),
-        guard: prepared.guard.as_ref().map(|g| g.line().clone()),
+        guard: prepared
+            .guard
+            .as_ref()
+            .map(|g| Box::new(g.line().clone()) as Box<dyn crate::renew::DeadlineWatch>),
     });
     out.verbose(
         Ev::Started,

@@ -13,6 +13,7 @@ use nix::fcntl::OFlag;
 use nix::unistd::Pid;
 
 use super::line::Line;
+use super::message::Mailbox;
 use super::message::{DISARM, DISTLOCK_KILLS, FORGET, deadline_message, watch_message};
 use super::process::guard_entry;
 
@@ -25,19 +26,6 @@ pub struct Guard {
     pid: Pid,
     /// The guard's mailbox, at the bottom of its stack.
     mailbox: &'static Mailbox,
-}
-
-/// What distlock and its guard share besides the pipe: the first 16 bytes of the guard's stack
-/// allocation (the stack grows down from the other end, 16 KiB away). distlock writes it before
-/// the guard exists; afterwards the guard only raises `fired`, with an atomic store (a plain
-/// store instruction: no libc).
-#[repr(C, align(16))]
-pub(super) struct Mailbox {
-    /// Set by the guard when it ends the command itself (it sent the kill signal, or SIGKILL,
-    /// before distlock said that it was killing the group).
-    pub(super) fired: AtomicU32,
-    /// The read end of the guard's pipe.
-    pub(super) pipe: libc::c_int,
 }
 
 impl Guard {

@@ -127,3 +127,9 @@ impl Wire {
         }
     }
 }
+
+impl crate::renew::DeadlineWatch for Line {
+    fn move_deadline(&self, deadlines: &Deadlines, validity: Validity) {
+        Line::move_deadline(self, deadlines, validity);
+    }
+}

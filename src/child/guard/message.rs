@@ -1,8 +1,12 @@
 //! The messages on the guard's pipe, as distlock writes them and the guard reads them: each
 //! one `write`, shorter than PIPE_BUF, so that each arrives whole whichever thread makes it.
 //!
-//! Boundary: the bytes only; who sends what is `line.rs`'s and `handle.rs`'s, what the guard
+//! The [`Mailbox`] at the bottom of the guard's stack is the other thing they share.
+//!
+//! Boundary: the bytes and the mailbox only; who sends what is `line.rs`'s and `handle.rs`'s, what the guard
 //! does with them `process.rs`'s.
+
+use std::sync::atomic::AtomicU32;
 
 use nix::sys::signal::Signal;
 
@@ -46,4 +50,17 @@ pub(super) struct Deadline {
     pub(super) term: Moment,
     /// When to send SIGKILL.
     pub(super) kill: Moment,
+}
+
+/// What distlock and its guard share besides the pipe: the first 16 bytes of the guard's stack
+/// allocation (the stack grows down from the other end, 16 KiB away). distlock writes it before
+/// the guard exists; afterwards the guard only raises `fired`, with an atomic store (a plain
+/// store instruction: no libc).
+#[repr(C, align(16))]
+pub(super) struct Mailbox {
+    /// Set by the guard when it ends the command itself (it sent the kill signal, or SIGKILL,
+    /// before distlock said that it was killing the group).
+    pub(super) fired: AtomicU32,
+    /// The read end of the guard's pipe.
+    pub(super) pipe: libc::c_int,
 }

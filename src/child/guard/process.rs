@@ -8,7 +8,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::handle::Mailbox;
+use super::message::Mailbox;
 use super::message::{DEADLINE, DEADLINE_LEN, DISARM, DISTLOCK_KILLS, FORGET, WATCH, WATCH_LEN};
 use super::syscall::syscall;
 use super::{BACKED_UP, CONFUSED, DISARMED, FIRED, NAME, ORPHANED};
