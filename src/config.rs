@@ -100,6 +100,10 @@ pub enum CommandConfig {
         /// The work failed: no cool-down (`--failed`).
         failed: bool,
     },
+    /// `distlock log`.
+    Log(crate::history::LogConfig),
+    /// `distlock stats`.
+    Stats(crate::history::StatsConfig),
     /// `distlock generate`.
     Generate {
         /// What to write (None: both).
@@ -320,6 +324,7 @@ impl Config {
         let output = output_for(&cli);
         let global = &cli.global;
         let prefix = global.prefix.as_str();
+        crate::history::configure(history(global, origins)?);
         let command = match cli.command {
             cli::Command::Run(args) => CommandConfig::Run(run_config(args, global, origins)?),
             cli::Command::Acquire(args) => {
@@ -366,6 +371,29 @@ impl Config {
                 token: token(&args.held.token, origins)?,
                 failed: args.failed,
             },
+            cli::Command::Log(args) => CommandConfig::Log(crate::history::LogConfig {
+                topology: topology(global, origins, None)?,
+                prefix: checked_prefix(prefix, origins)?.to_owned(),
+                name: args
+                    .key
+                    .map(|k| lock_name(prefix, &k, origins))
+                    .transpose()?,
+                since_ms: args.since.map(|s| s.0),
+                lines: args.lines,
+                json: args.json,
+                follow: args.follow,
+                clear: args.clear,
+            }),
+            cli::Command::Stats(args) => CommandConfig::Stats(crate::history::StatsConfig {
+                topology: topology(global, origins, None)?,
+                prefix: checked_prefix(prefix, origins)?.to_owned(),
+                name: args
+                    .key
+                    .map(|k| lock_name(prefix, &k, origins))
+                    .transpose()?,
+                since_ms: args.since.map(|s| s.0),
+                json: args.json,
+            }),
             cli::Command::Generate(args) => CommandConfig::Generate {
                 what: args.what,
                 out: args.out,
@@ -390,6 +418,8 @@ impl CommandConfig {
             | CommandConfig::Break { name, .. }
             | CommandConfig::Renew { name, .. }
             | CommandConfig::Release { name, .. } => Some(name.key()),
+            CommandConfig::Log(log) => log.name.as_ref().map(LockName::key),
+            CommandConfig::Stats(stats) => stats.name.as_ref().map(LockName::key),
             CommandConfig::List { .. } | CommandConfig::Generate { .. } => None,
         }
     }
@@ -542,6 +572,17 @@ fn token(text: &str, origins: &Origins) -> Result<Token, Error> {
         )));
     }
     Ok(Token::from_text(text))
+}
+
+/// `--history`: at least 1s.
+fn history(global: &cli::GlobalArgs, origins: &Origins) -> Result<Option<Duration>, Error> {
+    match &global.history {
+        Some(d) if d.value < crate::history::MIN_DURATION => Err(Error::Usage(format!(
+            "{} is too short; keep a history for 1s or more, e.g. 7d",
+            origins.duration("history", d)
+        ))),
+        d => Ok(d.as_ref().map(|d| d.value)),
+    }
 }
 
 fn check_ttl(ttl: &cli::DurationArg, origins: &Origins, why: &str) -> Result<(), Error> {

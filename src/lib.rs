@@ -36,6 +36,7 @@ pub mod error;
 pub mod events;
 pub mod exit;
 pub mod help;
+pub mod history;
 pub mod lock;
 pub mod output;
 pub mod renew;
@@ -95,7 +96,11 @@ pub fn main() -> ! {
                 name,
                 holder,
                 yes,
-            } => commands::inspect::break_lock(topology, name, holder, yes, out),
+            } => {
+                // Its releases are recorded as breaks, by this process (see `history`).
+                history::mark_break();
+                commands::inspect::break_lock(topology, name, holder, yes, out)
+            }
             CommandConfig::Renew {
                 topology,
                 name,
@@ -108,6 +113,8 @@ pub fn main() -> ! {
                 token,
                 failed,
             } => commands::token::release(topology, name, token, failed, out),
+            CommandConfig::Log(log) => history::log(log, out),
+            CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }

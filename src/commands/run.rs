@@ -122,6 +122,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
+            crate::history::set_outcome(format!("interrupted by {}", signal_name(signal)));
             release(lock.as_mut(), &grant, &cfg, false, out);
             let name = signal_name(signal);
             out.error(
@@ -134,6 +135,14 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
             return Ok(Exit::Signal(signal));
         }
         Ok(Started::Ended(Ending::Lost(loss), _)) => {
+            // Into the lock's history, if it has one (after the kill: nothing waits on this).
+            crate::history::report_lost(
+                &cfg.take.topology,
+                &cfg.take.name,
+                &grant.token,
+                &describe_loss(&loss, &cfg),
+                grant.validity.anchor.elapsed(),
+            );
             out.error(
                 Ev::Lost,
                 Msg::new(format!(
@@ -146,6 +155,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         }
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
+            crate::history::set_outcome("timed out");
             release(lock.as_mut(), &grant, &cfg, false, out);
             let limit = cfg.timeout.map(output::duration).unwrap_or_default();
             out.error(
@@ -161,6 +171,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         }
         Ok(Started::Ended(Ending::Replaced(by), _)) => {
             // The newer run waits first in line: the release hands the lock to it.
+            crate::history::set_outcome("replaced");
             release(lock.as_mut(), &grant, &cfg, false, out);
             let who = by.map_or_else(|| "a newer run".to_owned(), |by| by.summary_with_job());
             out.notice(
@@ -182,6 +193,10 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // A run that succeeded keeps the lock taken for --min-interval/--cooldown; a failed one
     // leaves it free at once, so that the next host can retry.
     let succeeded = matches!(exit, Exit::Code(0));
+    crate::history::set_outcome(match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("killed by {}", signal_name(signal)),
+    });
     if release(lock.as_mut(), &grant, &cfg, succeeded, out) == Some(Ownership::NotHeld) {
         // The lock cannot have expired before kill_at(validity). An answer that came before
         // that means the key was deleted or overwritten (an operator, or Redis lost its data)

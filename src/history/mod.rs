@@ -1,0 +1,178 @@
+//! A lock's history: the events the lock scripts record beside it (`lock/lua/history.lua`), and
+//! the commands that read them, `distlock log` and `distlock stats` (docs/history.md).
+//!
+//! Recording costs no request: the acquire and release scripts that already run write the
+//! events, so this module only hands them their extra arguments ([`acquire_fields`],
+//! [`release_fields`]: how long to keep the history, how the work ended, who breaks the lock).
+//! Those are process-wide settings, set once by the command that knows them (the global
+//! `--history`, `run` before its release, `break`), so that the lock engine's signatures stay
+//! as they are. The one event a script cannot see is a holder's loss: [`report_lost`] sends it
+//! with a small script of its own, which records only into a history that exists.
+//!
+//! Reading ([`read`]) goes to every server that may hold a history (each primary of a Cluster,
+//! each node of a Redlock, where an event counts once a majority recorded it); [`log`] and
+//! [`stats`] print what it found. This module names no redis-rs type.
+
+pub mod cli;
+mod event;
+mod log;
+mod read;
+mod stats;
+mod time;
+
+use std::sync::{LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::backend::Script;
+use crate::lock::{Holder, LockName, Token, Topology};
+
+pub use event::Event;
+pub use log::{LogConfig, log};
+pub use stats::{StatsConfig, stats};
+
+/// The most events one lock's history keeps (older ones are dropped): `HISTORY_CAP` in
+/// `lock/lua/history.lua`.
+pub const CAP: usize = 1000;
+
+/// The shortest `--history`.
+pub const MIN_DURATION: Duration = Duration::from_secs(1);
+
+/// `--history` (None: record only into histories that exist).
+static DURATION: OnceLock<Option<Duration>> = OnceLock::new();
+/// How the work done under the lock ended, for the `released` event.
+static OUTCOME: Mutex<Option<String>> = Mutex::new(None);
+/// Who breaks the lock (`break`): its metadata; the release is then a `broken` event.
+static BREAKER: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+
+/// The lost-event script (see `lua/lost.lua`).
+static LOST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lock/lua/history.lua"),
+        include_str!("lua/lost.lua")
+    ))
+});
+
+/// Keep the history of every lock this process takes for `duration` after its last event
+/// (`--history`, `DISTLOCK_HISTORY`), or only record into histories that exist (`None`).
+pub fn configure(duration: Option<Duration>) {
+    let _ = DURATION.set(duration);
+}
+
+/// `--history`, if given.
+pub fn duration() -> Option<Duration> {
+    DURATION.get().copied().flatten()
+}
+
+/// The work under the lock ended so: `exit 0`, `signal 15`, `timed out`, ... (recorded by the
+/// release that follows).
+pub fn set_outcome(outcome: impl Into<String>) {
+    if let Ok(mut slot) = OUTCOME.lock() {
+        *slot = Some(outcome.into());
+    }
+}
+
+/// This process breaks locks: its releases are recorded as `broken`, by it.
+pub fn mark_break() {
+    let _ = BREAKER.set(
+        Holder::this_process("break", std::process::id(), &[], None)
+            .to_fields()
+            .into_iter()
+            .filter(|(name, _)| matches!(*name, "host" | "pid" | "user"))
+            .collect(),
+    );
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+/// The extra arguments of an acquire attempt (field/value pairs, see `lua/acquire.lua`).
+pub fn acquire_fields() -> Vec<Vec<u8>> {
+    match duration() {
+        Some(d) => vec![b"history_ms".to_vec(), millis(d).into_bytes()],
+        None => Vec::new(),
+    }
+}
+
+/// The extra arguments of a release (field/value pairs after the first two, see
+/// `lua/release.lua`).
+pub fn release_fields() -> Vec<Vec<u8>> {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    if let Some(d) = duration() {
+        fields.push(("history_ms".into(), millis(d)));
+    }
+    if let Some(outcome) = OUTCOME.lock().ok().and_then(|o| o.clone()) {
+        fields.push(("outcome".into(), outcome));
+    }
+    if let Some(breaker) = BREAKER.get() {
+        fields.push(("break".into(), "1".into()));
+        for (name, value) in breaker {
+            fields.push((format!("by_{name}"), value.clone()));
+        }
+    }
+    fields
+        .into_iter()
+        .flat_map(|(k, v)| [k.into_bytes(), v.into_bytes()])
+        .collect()
+}
+
+/// The history's keys of lock `name`: its stream and its holds.
+pub fn keys(name: &LockName) -> [String; 2] {
+    let k = name.lock_key();
+    [format!("{k}:history"), format!("{k}:history:held")]
+}
+
+/// Record that `token` lost lock `name` (`why`, in words), after holding it for `held` by our
+/// own count, on every server of `topology`, if the lock has a history there; best effort,
+/// bounded by the topology's timeout (the loss itself is reported on stderr whatever happens
+/// here). Costs one request per server, only when a lock is lost.
+pub fn report_lost(topology: &Topology, name: &LockName, token: &Token, why: &str, held: Duration) {
+    let keys = keys(name);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let me = Holder::this_process("run", std::process::id(), &[], None);
+    let mut args: Vec<Vec<u8>> = vec![
+        token.as_str().as_bytes().to_vec(),
+        why.as_bytes().to_vec(),
+        millis(held).into_bytes(),
+    ];
+    for (field, value) in me.to_fields() {
+        if matches!(field, "host" | "pid" | "user") {
+            args.push(field.as_bytes().to_vec());
+            args.push(value.into_bytes());
+        }
+    }
+    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    let connectors = match topology {
+        Topology::Single(server) => vec![server.for_key(name.lock_key())],
+        Topology::Redlock { nodes, .. } => nodes.clone(),
+    };
+    for connector in connectors {
+        // Short: the loss is reported on stderr after this, and the servers may be away.
+        let connector = connector.with_timeout(connector.timeout().min(Duration::from_secs(1)));
+        let deadline = Instant::now() + connector.timeout();
+        let _ = connector.node().eval(&LOST, &keys, &args, deadline);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_is_the_scripts() {
+        assert!(include_str!("../lock/lua/history.lua").contains(&format!("HISTORY_CAP = {CAP}")));
+    }
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let name = LockName::new("distlock:", "deploy");
+        assert_eq!(
+            keys(&name),
+            [
+                "distlock:{deploy}:history",
+                "distlock:{deploy}:history:held"
+            ]
+        );
+        assert_eq!(&keys(&name)[..], &name.keys()[10..]);
+    }
+}
