@@ -37,8 +37,9 @@ pub struct LogArgs {
     #[arg(short, long, conflicts_with = "clear")]
     pub follow: bool,
 
-    /// Delete the lock's history (needs --key): nothing records into it any more until a
-    /// distlock with --history takes the lock again.
+    /// Delete the lock's history (needs --key), which turns the history off.
+    ///
+    /// Nothing records into the lock any more until a distlock with --history takes it again.
     #[arg(long, requires = "key")]
     pub clear: bool,
 }

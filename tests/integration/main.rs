@@ -16,6 +16,7 @@ mod exit_codes;
 mod faults;
 mod generated;
 mod hardening;
+mod history;
 mod json_log;
 mod loss;
 mod operate;

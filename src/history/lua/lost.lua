@@ -6,7 +6,7 @@
 -- Returns 1 when recorded, 0 when the lock has no history.
 H_DECLARED = true
 if not h_on() then
-  return 0
+  return {0}
 end
 local token = ARGV[1]
 local held = h_decode(redis.call('HGET', HELD, token))
@@ -25,4 +25,4 @@ else
   extra.expired = '1'
 end
 h_record('lost', token, held, extra)
-return 1
+return {1}
