@@ -29,7 +29,8 @@ pub struct LogArgs {
     /// characters), host, pid, user, command, note, ci_url, kind, and as the event has them
     /// fence, slot, waited_ms, place, held_ms, outcome, why, by_host, by_pid, by_user,
     /// by_command, by_token; over a Redlock, recorded_by and nodes (how many nodes recorded
-    /// the event, of how many).
+    /// the event, of how many), and last_at_ms (when the last of them did; at_ms is the
+    /// first).
     #[arg(long)]
     pub json: bool,
 

@@ -35,6 +35,8 @@ pub struct Event {
     pub fields: BTreeMap<String, String>,
     /// For a Redlock: how many nodes recorded it, of how many (None for one server).
     pub recorded_by: Option<(usize, usize)>,
+    /// For a Redlock: when the last node that recorded it did (`at_ms` is the first).
+    pub last_at_ms: Option<u64>,
 }
 
 impl Event {
@@ -63,6 +65,7 @@ impl Event {
             key,
             fields,
             recorded_by: None,
+            last_at_ms: None,
         })
     }
 
@@ -105,6 +108,9 @@ impl Event {
         if let Some((by, of)) = self.recorded_by {
             object.insert("recorded_by".into(), by.into());
             object.insert("nodes".into(), of.into());
+        }
+        if let Some(last) = self.last_at_ms {
+            object.insert("last_at_ms".into(), last.into());
         }
         serde_json::Value::Object(object)
     }

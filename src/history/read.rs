@@ -173,9 +173,9 @@ fn majority(per_node: Vec<Vec<Event>>, needed: usize, nodes: usize) -> (Vec<Even
                 Some(g) => {
                     let group = &mut groups[g];
                     group.1.push(node);
-                    if event.at_ms < group.0.at_ms {
-                        group.0.at_ms = event.at_ms;
-                    }
+                    let last = group.0.last_at_ms.unwrap_or(group.0.at_ms);
+                    group.0.last_at_ms = Some(last.max(event.at_ms));
+                    group.0.at_ms = group.0.at_ms.min(event.at_ms);
                 }
                 None => {
                     candidates.push(groups.len());
@@ -189,6 +189,7 @@ fn majority(per_node: Vec<Vec<Event>>, needed: usize, nodes: usize) -> (Vec<Even
     for (mut event, seen) in groups {
         if seen.len() >= needed {
             event.recorded_by = Some((seen.len(), nodes));
+            event.last_at_ms = Some(event.last_at_ms.unwrap_or(event.at_ms));
             kept.push(event);
         } else {
             minority += 1;
@@ -231,6 +232,7 @@ mod tests {
             key: "k".to_owned(),
             fields,
             recorded_by: None,
+            last_at_ms: None,
         }
     }
 
@@ -257,6 +259,7 @@ mod tests {
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].kind, "acquired");
         assert_eq!(events[0].at_ms, 1000);
+        assert_eq!(events[0].last_at_ms, Some(1003));
         assert_eq!(events[0].recorded_by, Some((2, 3)));
         assert!(events[0].line(false).contains("recorded by 2 of 3 nodes"));
     }

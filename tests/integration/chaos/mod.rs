@@ -114,6 +114,7 @@
 
 mod checker;
 mod faults;
+mod history;
 mod monitor;
 mod plan;
 
@@ -266,6 +267,8 @@ struct Ctx {
     restarts: Mutex<Vec<Restart>>,
     /// (start, end) of every server fault, on any node: stop, pause or restart.
     outages: Mutex<Vec<(u64, u64)>>,
+    /// `DISTLOCK_CHAOS_HISTORY=1`: how long (s) the contenders keep a lock history.
+    history: Option<u64>,
 }
 
 impl Ctx {
@@ -291,6 +294,9 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
         let err_file = fs::File::create(&err_path).unwrap();
         let mut cmd = bare_distlock();
         // Several URLs separated by spaces: a Redlock over them.
+        if let Some(secs) = ctx.history {
+            cmd.env("DISTLOCK_HISTORY", format!("{secs}s"));
+        }
         cmd.env("DISTLOCK_REDIS_URL", ctx.urls.join(" "))
             .env(MARKER, &ctx.run_id)
             .args(["-v", "run", "-k", KEYS[p.key].name, "--ttl"])
@@ -527,7 +533,11 @@ fn chaos(topology: Topology) {
         tally: Mutex::new(BTreeMap::new()),
         restarts: Mutex::new(Vec::new()),
         outages: Mutex::new(Vec::new()),
+        history: history::enabled().then_some(secs + history::KEEP_AFTER_SECS),
     };
+    if let Some(secs) = ctx.history {
+        println!("chaos: history mode: every run keeps a lock history for {secs}s");
+    }
     let stop_monitor = AtomicBool::new(false);
 
     let (runs, samples) = std::thread::scope(|s| {
@@ -565,7 +575,7 @@ fn chaos(topology: Topology) {
     // Every loop has stopped and every fault has ended (the servers are running, not paused).
     let all_stopped = now_ns();
     let servers = servers.into_inner().unwrap();
-    let leftovers = leftovers(&ctx.run_id, topology, &servers, all_stopped);
+    let leftovers = leftovers(&ctx.run_id, topology, &servers, all_stopped, ctx.history);
 
     let log = fs::read_to_string(&ctx.log).unwrap_or_default();
     let sections = parse_log(&log);
@@ -579,7 +589,7 @@ fn chaos(topology: Topology) {
         .collect();
     let restarts = ctx.restarts.into_inner().unwrap();
     let outages = ctx.outages.into_inner().unwrap();
-    let verdict = Checker::check(Evidence {
+    let mut verdict = Checker::check(Evidence {
         t0,
         runs: &runs,
         sections: &sections,
@@ -590,6 +600,20 @@ fn chaos(topology: Topology) {
         counters: &counters,
         leftovers,
     });
+
+    if ctx.history.is_some() {
+        // The servers' clock (the events') against the monotonic one (the faults').
+        let offset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - (now_ns() / MS) as i64;
+        let (violations, notes) = history::check(&ctx.urls, &restarts, |mono_ns| {
+            ((mono_ns / MS) as i64 + offset).max(0) as u64
+        });
+        verdict.violations.extend(violations);
+        verdict.notes.extend(notes);
+    }
 
     // Summary.
     let mut exits: BTreeMap<String, usize> = BTreeMap::new();
@@ -661,7 +685,13 @@ fn most_at_once(outages: &[(u64, u64)]) -> usize {
 
 /// What the run left behind once every loop had stopped, with bounded waits for what is
 /// allowed to go away by itself.
-fn leftovers(run_id: &str, topology: Topology, servers: &Primaries, all_stopped: u64) -> Leftovers {
+fn leftovers(
+    run_id: &str,
+    topology: Topology,
+    servers: &Primaries,
+    all_stopped: u64,
+    history: Option<u64>,
+) -> Leftovers {
     // Processes: a command whose distlock was SIGKILLed dies of PDEATHSIG asynchronously, so
     // give the kernel a bounded moment. Whatever is left then is killed (and reported).
     let mut orphans = Vec::new();
@@ -695,6 +725,14 @@ fn leftovers(run_id: &str, topology: Topology, servers: &Primaries, all_stopped:
                 let keys: Vec<String> = servers.node(i).cmd(&["KEYS", "*"]);
                 keys.into_iter()
                     .filter(|k| !k.ends_with(":fence"))
+                    // In history mode, a history stays for as long as it was asked to, and no
+                    // longer: one without an expiry, or with a longer one, is left behind.
+                    .filter(move |k| {
+                        !(history.is_some_and(|secs| {
+                            history::is_history_key(k)
+                                && (0..=secs as i64 * 1000).contains(&servers.node(i).pttl(k))
+                        }))
+                    })
                     .map(move |k| (i, k))
             })
             .collect();
