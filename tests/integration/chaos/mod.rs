@@ -49,6 +49,14 @@
 //! [`chaos`]): each loads both CPUs of the CI machine, and an attack that shares them with the
 //! other would measure the scheduler more than distlock.
 //!
+//! # The history mode
+//!
+//! `DISTLOCK_CHAOS_HISTORY=1` (either variant) gives every contender a lock history
+//! (`DISTLOCK_HISTORY`, kept for the attack's length plus 120s). Afterwards [`history`] reads each
+//! mutex's history back with `distlock log --json` and checks that the recorded holds never
+//! overlap (each from its `acquired` to its `released`, or to the `expired` or `lost` that ended
+//! it); the key-leak check then lets history keys stay only with an expiry no longer than asked.
+//!
 //! # The critical section
 //!
 //! The command is a tiny C program (`cs.c`, loaded with `include_str!`), compiled with `cc` at
