@@ -78,6 +78,11 @@ pub fn main() -> ! {
         out = cfg.output.clone();
         let out = &cfg.output;
         match cfg.command {
+            // A copy that only reports its parent's lost lock into the history.
+            CommandConfig::Run(run) if let Some(report) = history::take_lost_report() => {
+                history::send_lost(&run.take.topology, &run.take.name, &report);
+                Ok(Exit::Code(exit::SUCCESS))
+            }
             CommandConfig::Run(run) => commands::run::run(run, out),
             CommandConfig::Acquire(acquire) => commands::acquire::acquire(acquire, out),
             CommandConfig::Status {

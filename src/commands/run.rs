@@ -137,8 +137,6 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         Ok(Started::Ended(Ending::Lost(loss), _)) => {
             // Into the lock's history, if it has one (after the kill: nothing waits on this).
             crate::history::report_lost(
-                &cfg.take.topology,
-                &cfg.take.name,
                 &grant.token,
                 &describe_loss(&loss, &cfg),
                 grant.validity.anchor.elapsed(),
@@ -205,6 +203,11 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
         // away at the end), after the command, and everything it started, had finished under
         // the lock.
         if Moment::now() < cfg.deadlines.kill_at(validity) {
+            crate::history::report_lost(
+                &grant.token,
+                "the key was deleted or overwritten while the command ran",
+                grant.validity.anchor.elapsed(),
+            );
             out.error(
                 Ev::Lost,
                 Msg::new(format!(

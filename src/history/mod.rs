@@ -122,18 +122,73 @@ pub fn keys(name: &LockName) -> [String; 2] {
     [format!("{k}:history"), format!("{k}:history:held")]
 }
 
+/// The variable that makes a distlock a lost-report sender (see [`report_lost`]).
+const LOST_REPORT: &str = "DISTLOCK_INTERNAL_LOST_REPORT";
+
+/// What a holder that lost its lock reports: its pid, how long it held the lock by its own
+/// count, its token and why it lost it.
+#[derive(Debug)]
+pub struct LostReport {
+    pid: u32,
+    held: Duration,
+    token: Token,
+    why: String,
+}
+
 /// Record that `token` lost lock `name` (`why`, in words), after holding it for `held` by our
-/// own count, on every server of `topology`, if the lock has a history there; best effort,
-/// bounded by the topology's timeout (the loss itself is reported on stderr whatever happens
-/// here). Costs one request per server, only when a lock is lost.
-pub fn report_lost(topology: &Topology, name: &LockName, token: &Token, why: &str, held: Duration) {
+/// own count, if the lock has a history, without delaying this process: its exit is what tells
+/// the world that the command's process group is gone, and a server that does not answer could
+/// hold it up for the Redis timeout. So a copy of this distlock, with the same arguments and
+/// environment plus [`LOST_REPORT`], sends the report ([`take_lost_report`], [`send_lost`]) in
+/// its own process group, silent, while this one exits. Best effort: nothing is reported if it
+/// cannot be started.
+pub fn report_lost(token: &Token, why: &str, held: Duration) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let report = format!(
+        "{}\n{}\n{}\n{}",
+        std::process::id(),
+        held.as_millis(),
+        token.as_str(),
+        why.replace('\n', " ")
+    );
+    let _ = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(LOST_REPORT, report)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+}
+
+/// In a copy started by [`report_lost`]: the report to send (and the variable is removed).
+pub fn take_lost_report() -> Option<LostReport> {
+    let text = std::env::var(LOST_REPORT).ok()?;
+    // SAFETY: called from the main thread before any other thread is started (the first thing
+    // `run` does once its configuration is decided), so nothing reads the environment meanwhile.
+    unsafe { std::env::remove_var(LOST_REPORT) };
+    let mut parts = text.splitn(4, '\n');
+    Some(LostReport {
+        pid: parts.next()?.parse().ok()?,
+        held: Duration::from_millis(parts.next()?.parse().ok()?),
+        token: Token::from_text(parts.next()?),
+        why: parts.next().unwrap_or_default().to_owned(),
+    })
+}
+
+/// Send `report` about lock `name` to every server of `topology` (one request each, bounded by
+/// the Redis timeout, at most 1s).
+pub fn send_lost(topology: &Topology, name: &LockName, report: &LostReport) {
     let keys = keys(name);
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let me = Holder::this_process("run", std::process::id(), &[], None);
+    let me = Holder::this_process("run", report.pid, &[], None);
     let mut args: Vec<Vec<u8>> = vec![
-        token.as_str().as_bytes().to_vec(),
-        why.as_bytes().to_vec(),
-        millis(held).into_bytes(),
+        report.token.as_str().as_bytes().to_vec(),
+        report.why.as_bytes().to_vec(),
+        millis(report.held).into_bytes(),
     ];
     for (field, value) in me.to_fields() {
         if matches!(field, "host" | "pid" | "user") {
@@ -146,12 +201,17 @@ pub fn report_lost(topology: &Topology, name: &LockName, token: &Token, why: &st
         Topology::Single(server) => vec![server.for_key(name.lock_key())],
         Topology::Redlock { nodes, .. } => nodes.clone(),
     };
-    for connector in connectors {
-        // Short: the loss is reported on stderr after this, and the servers may be away.
-        let connector = connector.with_timeout(connector.timeout().min(Duration::from_secs(1)));
-        let deadline = Instant::now() + connector.timeout();
-        let _ = connector.node().eval(&LOST, &keys, &args, deadline);
-    }
+    std::thread::scope(|s| {
+        for connector in connectors {
+            let (keys, args) = (&keys, &args);
+            s.spawn(move || {
+                let connector =
+                    connector.with_timeout(connector.timeout().min(Duration::from_secs(1)));
+                let deadline = Instant::now() + connector.timeout();
+                let _ = connector.node().eval(&LOST, keys, args, deadline);
+            });
+        }
+    });
 }
 
 #[cfg(test)]

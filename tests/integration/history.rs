@@ -38,6 +38,16 @@ fn ms(event: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} in {event}"))
 }
 
+/// Wait until the last event of `key`'s history is of `kind`.
+fn wait_for_last(redis: &Redis, key: &str, kind: &str) {
+    wait_until(&format!("a {kind} event last"), || {
+        let last: Vec<(String, Vec<String>)> =
+            redis.cmd(&["XREVRANGE", &history_key(key), "+", "-", "COUNT", "1"]);
+        last.first()
+            .is_some_and(|(_, f)| f.get(1).is_some_and(|e| e == kind))
+    });
+}
+
 /// Every key of the lock `key` on `redis`.
 fn keys_of(redis: &Redis, key: &str) -> Vec<String> {
     let mut keys: Vec<String> = redis.cmd(&["KEYS", &format!("{}*", lock_key(key))]);
@@ -78,7 +88,8 @@ fn every_event_is_recorded_with_its_fields() {
     let out = run(distlock(&redis).args(["break", "-k", "ev", "--yes"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     release(&dir2);
-    let _ = finish(victim);
+    assert_eq!(finish(victim).status.code(), Some(124));
+    wait_for_last(&redis, "ev", "lost");
     // expired: a token-holder that never releases, then the next taker.
     let out = run(distlock(&redis).args(["acquire", "-k", "ev", "--ttl", "1s"]));
     let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -92,6 +103,8 @@ fn every_event_is_recorded_with_its_fields() {
     wait_until("the holder", || redis.exists(&lock_key("ev")));
     redis.cmd::<i64>(&["DEL", &lock_key("ev")]);
     assert_eq!(finish(lost).status.code(), Some(124));
+    // The loss is reported by a copy of distlock, after it exited.
+    wait_for_last(&redis, "ev", "lost");
 
     let events = log_json(distlock(&redis), &["-k", "ev"]);
     assert_eq!(
@@ -105,6 +118,7 @@ fn every_event_is_recorded_with_its_fields() {
             "released",
             "acquired",
             "broken",
+            "lost",
             "acquired",
             "expired",
             "acquired",
@@ -141,11 +155,14 @@ fn every_event_is_recorded_with_its_fields() {
         "{broken}"
     );
     assert_eq!(broken["fence"], events[6]["fence"]);
-    let expired = &events[9];
+    // The broken holder found out at its release, and said so; its end was recorded already.
+    assert_eq!(events[8]["expired"], "1");
+    assert_eq!(events[8]["token"], events[7]["token"]);
+    let expired = &events[10];
     assert_eq!(expired["token"].as_str().unwrap(), &token[..8]);
     assert!(ms(expired, "held_ms") >= 1000, "{expired}");
     assert_eq!(expired["kind"], "acquire");
-    let lost = &events[13];
+    let lost = &events[14];
     assert!(lost["why"].as_str().unwrap().contains("deleted"), "{lost}");
     assert!(lost.get("held_ms").is_some());
     // Never a full token: not in any event, not in the text.

@@ -9,11 +9,16 @@
 //! recorded its end: the holds checked are never longer than the real ones.
 //!
 //! A restart of the single server without persistence forgets the locks and their
-//! histories: holds whose start or end was forgotten are not checked (counted in a note),
-//! and overlaps across a restart that forgot the locks are excused, as in the main check.
+//! histories: there, a collector ([`collect`]) reads the new events every 100ms during the
+//! attack, so that a restart forgets at most the last moment's; holds whose start or end was
+//! forgotten are not checked (counted in a note), and overlaps across a restart that forgot
+//! the locks are excused, as in the main check. (A Redlock's persistent nodes forget nothing:
+//! its histories are read once, at the end, with `distlock log`.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -57,6 +62,46 @@ fn events(urls: &[String], key: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Read every new event of the mutexes on the server at `url` every 100ms until `stop`, as
+/// JSON objects like `distlock log --json` prints (at_ms, event, key, token).
+pub(super) fn collect(url: &str, stop: &AtomicBool) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut con: Option<redis::Connection> = None;
+    loop {
+        // One last read after the stop.
+        let last = stop.load(Ordering::SeqCst);
+        if con.is_none() {
+            con = redis::Client::open(url).ok().and_then(|c| {
+                c.get_connection_with_timeout(Duration::from_millis(300))
+                    .ok()
+            });
+            if let Some(c) = &con {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+            }
+        }
+        if let Some(c) = con.as_mut() {
+            for key in KEYS.iter().filter(|k| k.is_mutex()) {
+                let stream = format!("{}:history", lock_key(key.name));
+                let Ok(read) = entries(c, &stream) else {
+                    con = None;
+                    break;
+                };
+                for (id, event) in read {
+                    if seen.insert((key.name.to_owned(), id)) {
+                        events.push(event);
+                    }
+                }
+            }
+        }
+        if last {
+            return events;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The holds in `events` (oldest first), and how many could not be paired.
 fn holds(events: &[Value]) -> (Vec<Hold>, usize) {
     let at = |e: &Value| e["at_ms"].as_u64().unwrap_or(0);
@@ -92,24 +137,92 @@ fn holds(events: &[Value]) -> (Vec<Hold>, usize) {
     (holds, unpaired)
 }
 
-/// Check every mutex's recorded holds: (violations, notes). `restarts` excuse overlaps that
-/// span a restart that forgot the locks (`wall_ms_of` maps a restart's monotonic time to the
-/// servers' wall clock, in ms).
+/// The events of `stream` as XRANGE gives them, as JSON objects like `distlock log --json`
+/// prints (at_ms, event, key, token, ...).
+fn entries(con: &mut redis::Connection, stream: &str) -> redis::RedisResult<Vec<(String, Value)>> {
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query(con)?;
+    Ok(entries
+        .into_iter()
+        .map(|(id, fields)| {
+            let mut object = serde_json::Map::new();
+            let at: u64 = id
+                .split('-')
+                .next()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0);
+            object.insert("at_ms".into(), at.into());
+            for (f, v) in fields {
+                object.insert(f, v.into());
+            }
+            (id, Value::Object(object))
+        })
+        .collect())
+}
+
+/// Every event of `key` on the server at `url`, oldest first.
+fn node_events(url: &str, key: &str) -> Vec<Value> {
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .expect("a connection to read the history");
+    entries(&mut con, &format!("{}:history", lock_key(key)))
+        .expect("the history")
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect()
+}
+
+/// Check every mutex's recorded holds: (violations, notes). Each server's history is checked
+/// on its own: a Redlock's node records what it granted, and its holds, like one server's,
+/// must never overlap (a Redlock's majority holds then cannot either: two majorities share a
+/// node). `collected`: what [`collect`] read during the attack (one server), else None (each
+/// node is read now). On a Redlock, the note also says what `distlock log` shows (each event
+/// once, as a majority recorded it). `restarts` excuse overlaps across a restart that forgot the
+/// locks (`wall_ms_of` maps a monotonic time to the servers' clock, in ms).
 pub(super) fn check(
     urls: &[String],
+    collected: Option<&[Value]>,
     restarts: &[Restart],
     wall_ms_of: impl Fn(u64) -> u64,
 ) -> (Vec<String>, Vec<String>) {
     let (mut violations, mut notes) = (Vec::new(), Vec::new());
     for key in KEYS.iter().filter(|k| k.is_mutex()) {
-        let events = events(urls, key.name);
-        let (mut holds, unpaired) = holds(&events);
-        holds.sort_by_key(|h| h.start_ms);
-        let mut overlaps = 0;
-        let mut excused = 0;
-        for pair in holds.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if b.start_ms < a.end_ms {
+        let per_node: Vec<Vec<Value>> = match collected {
+            Some(all) => {
+                let mut mine: Vec<Value> = all
+                    .iter()
+                    .filter(|e| e["key"] == key.name)
+                    .cloned()
+                    .collect();
+                mine.sort_by_key(|e| e["at_ms"].as_u64().unwrap_or(0));
+                vec![mine]
+            }
+            None => urls.iter().map(|u| node_events(u, key.name)).collect(),
+        };
+        let (mut checked, mut overlaps, mut excused, mut unpaired, mut count) = (0, 0, 0, 0, 0);
+        let mut ends: HashMap<String, usize> = HashMap::new();
+        for (node, events) in per_node.iter().enumerate() {
+            count += events.len();
+            let (mut holds, lone) = holds(events);
+            unpaired += lone;
+            checked += holds.len();
+            holds.sort_by_key(|h| h.start_ms);
+            for h in &holds {
+                *ends.entry(h.ended_by.clone()).or_default() += 1;
+            }
+            let on = if urls.len() > 1 {
+                format!(" (node {node})")
+            } else {
+                String::new()
+            };
+            for pair in holds.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                if b.start_ms >= a.end_ms {
+                    continue;
+                }
                 let across_restart = restarts.iter().any(|r| {
                     let (from, to) = (wall_ms_of(r.kill_sent), wall_ms_of(r.up));
                     from <= b.start_ms + 1000 && a.start_ms <= to + 1000
@@ -120,7 +233,7 @@ pub(super) fn check(
                 }
                 overlaps += 1;
                 violations.push(format!(
-                    "HISTORY OVERLAP on {}: hold {} [{}..{} {}] and hold {} from {} ({} ms before the first ended)",
+                    "HISTORY OVERLAP on {}{on}: hold {} [{}..{} {}] and hold {} from {} ({} ms before the first ended)",
                     key.name,
                     a.token,
                     a.start_ms,
@@ -132,17 +245,24 @@ pub(super) fn check(
                 ));
             }
         }
-        let mut ends: HashMap<&str, usize> = HashMap::new();
-        for h in &holds {
-            *ends.entry(h.ended_by.as_str()).or_default() += 1;
-        }
+        let merged = if urls.len() > 1 {
+            let shown = events(urls, key.name);
+            let everywhere = shown
+                .iter()
+                .filter(|e| e["recorded_by"] == e["nodes"])
+                .count();
+            format!(
+                "; distlock log shows {} events, {everywhere} of them recorded by every node",
+                shown.len()
+            )
+        } else {
+            String::new()
+        };
         notes.push(format!(
-            "history of {}: {} events, {} holds checked ({ends:?}), {overlaps} overlapping, \
-             {excused} excused by a restart, {unpaired} unpaired (forgotten by a restart, or \
-             still open)",
+            "history of {}: {count} events, {checked} holds checked ({ends:?}), {overlaps} \
+             overlapping, {excused} excused by a restart, {unpaired} unpaired (forgotten by a \
+             restart, or still open){merged}",
             key.name,
-            events.len(),
-            holds.len()
         ));
     }
     (violations, notes)

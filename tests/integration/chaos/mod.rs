@@ -548,7 +548,7 @@ fn chaos(topology: Topology) {
     }
     let stop_monitor = AtomicBool::new(false);
 
-    let (runs, samples) = std::thread::scope(|s| {
+    let (runs, samples, collected) = std::thread::scope(|s| {
         let (servers, busy, plan, ctx) = (&servers, &busy, &plan, &ctx);
         let lanes: Vec<_> = (0..plan.server.len())
             .map(|lane| s.spawn(move || faults::server_faults(servers, busy, lane, plan, ctx)))
@@ -561,6 +561,9 @@ fn chaos(topology: Topology) {
             .iter()
             .map(|url| s.spawn(|| monitor::monitor(url, &stop_monitor)))
             .collect();
+        // History mode on one server, which restarts empty: read the histories as they grow.
+        let collector = (ctx.history.is_some() && !topology.persistent())
+            .then(|| s.spawn(|| history::collect(&ctx.urls[0], &stop_monitor)));
         let contenders: Vec<_> = (0..CONTENDERS)
             .map(|ci| s.spawn(move || contender(ci, seed, ctx)))
             .collect();
@@ -578,7 +581,8 @@ fn chaos(topology: Topology) {
             .into_iter()
             .map(|m| m.join().expect("monitor thread"))
             .collect();
-        (runs, samples)
+        let collected = collector.map(|c| c.join().expect("history collector thread"));
+        (runs, samples, collected)
     });
     // Every loop has stopped and every fault has ended (the servers are running, not paused).
     let all_stopped = now_ns();
@@ -616,9 +620,10 @@ fn chaos(topology: Topology) {
             .unwrap()
             .as_millis() as i64
             - (now_ns() / MS) as i64;
-        let (violations, notes) = history::check(&ctx.urls, &restarts, |mono_ns| {
-            ((mono_ns / MS) as i64 + offset).max(0) as u64
-        });
+        let (violations, notes) =
+            history::check(&ctx.urls, collected.as_deref(), &restarts, |mono_ns| {
+                ((mono_ns / MS) as i64 + offset).max(0) as u64
+            });
         verdict.violations.extend(violations);
         verdict.notes.extend(notes);
     }
