@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::topology::{Cluster, Primaries};
+use crate::topology::{Cluster, Primaries, Sentinel};
 use crate::util::*;
 
 fn history_key(key: &str) -> String {
@@ -540,4 +540,28 @@ fn semaphore_slots_record_per_slot() {
         assert_eq!(acquired["slot"], released["slot"]);
         assert!(released["held_ms"].is_u64());
     }
+}
+
+/// Sentinel: the history is kept on the primary the sentinels name, beside the lock, and
+/// `log` and `stats` read it there.
+#[test]
+fn sentinel_keeps_the_history_on_the_primary() {
+    let topo = Sentinel::start(1);
+    let at = || {
+        let mut cmd = bare_distlock();
+        cmd.env("DISTLOCK_REDIS_URL", topo.url());
+        cmd
+    };
+    let out = run(at().args(["--history", "1h", "run", "-k", "sent", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let len: i64 = topo.node(0).cmd(&["XLEN", &history_key("sent")]);
+    assert_eq!(len, 2);
+    assert_eq!(
+        kinds(&log_json(at(), &["-k", "sent"])),
+        ["acquired", "released"]
+    );
+    assert_eq!(kinds(&log_json(at(), &[])), ["acquired", "released"]);
+    let out = run(at().args(["stats", "--json"]));
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["events"]["released"], 1, "{stats}");
 }
