@@ -1,4 +1,4 @@
--- distlock history: read (after history.lua; changes nothing). KEYS: P{K}:history.
+-- distlock history: read (a script of its own; changes nothing). KEYS: P{K}:history.
 -- ARGV: 1 the first id to return ('-' for the oldest, '(ID' for after ID), 2 the most to return
 -- (0: all), newest last. With a count, the newest that many from ARGV[1] on.
 -- Returns the entries as XRANGE does: {id, {field, value, ...}}, ...
