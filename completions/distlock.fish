@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_distlock_global_optspecs
-    string join \n redis= node-timeout= replicas= replicas-timeout= prefix= redis-timeout= tls-ca= tls-cert= tls-key= v/verbose q/quiet log-format= h/help V/version
+    string join \n redis= node-timeout= replicas= replicas-timeout= prefix= redis-timeout= tls-ca= tls-cert= tls-key= v/verbose q/quiet history= log-format= h/help V/version
 end
 
 function __fish_distlock_needs_command
@@ -33,6 +33,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -l redis-timeout -d 'Tim
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_needs_command" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_needs_command" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_needs_command" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
@@ -47,6 +48,8 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "force-release" -d
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Release a lock acquired with distlock acquire'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "log" -d 'Show a lock\'s history: who held it, for how long, who waited, who broke it'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "stats" -d 'Count a lock\'s events and summarise how long holders waited and held it'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "generate" -d 'Write the shell completions or the man pages (for packagers)'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s k -l key -d 'Name of the lock' -r
@@ -74,6 +77,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis-timeout 
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
@@ -93,6 +97,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand status" -l redis-timeo
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand status" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand status" -l json -d 'Print JSON (one object) instead of text'
@@ -109,6 +114,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand list" -l redis-timeout
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand list" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand list" -l json -d 'Print JSON (an array of what status --json prints) instead of a table'
@@ -127,6 +133,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand break" -l redis-timeou
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand break" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand break" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand break" -s y -l yes -d 'Do not ask for confirmation (required when stdin is not a terminal)'
@@ -145,6 +152,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l redi
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s y -l yes -d 'Do not ask for confirmation (required when stdin is not a terminal)'
@@ -174,6 +182,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l redis-time
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
@@ -196,6 +205,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand renew" -l redis-timeou
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand renew" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand renew" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
@@ -213,6 +223,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -l redis-time
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand release" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand release" -l failed -d 'The work under the lock failed: free it at once (no --min-interval or --cooldown)'
@@ -220,6 +231,47 @@ complete -c distlock -n "__fish_distlock_using_subcommand release" -s v -l verbo
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand release" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s k -l key -d 'Only this lock\'s events (default: every lock under the prefix, merged by time)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l since -d 'Only events since this long ago (30m, 2h) or since this time (2026-11-25T03:00:00Z)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s n -l lines -d 'Only the newest N events' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l prefix -d 'Prefix of every Redis key distlock writes' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l json -d 'Print one JSON object per line instead of text'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s f -l follow -d 'Keep printing new events (within a second of happening) until interrupted'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -l clear -d 'Delete the lock\'s history (needs --key), which turns the history off'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand log" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -s k -l key -d 'Only this lock (default: every lock under the prefix, one after the other)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l since -d 'Only events since this long ago (30m, 2h) or since this time (2026-11-25T03:00:00Z)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l prefix -d 'Prefix of every Redis key distlock writes' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l json -d 'Print one JSON object per lock instead of text'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l out -d 'Directory that holds completions/ and man/ (default: the current one)' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
@@ -230,18 +282,21 @@ complete -c distlock -n "__fish_distlock_using_subcommand generate" -l redis-tim
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand generate" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand generate" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "run" -d 'Run a command while holding a lock'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "release" -d 'Release a lock acquired with distlock acquire'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "generate" -d 'Write the shell completions or the man pages (for packagers)'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "run" -d 'Run a command while holding a lock'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "release" -d 'Release a lock acquired with distlock acquire'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "log" -d 'Show a lock\'s history: who held it, for how long, who waited, who broke it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "stats" -d 'Count a lock\'s events and summarise how long holders waited and held it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "generate" -d 'Write the shell completions or the man pages (for packagers)'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

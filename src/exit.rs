@@ -280,6 +280,17 @@ pub const TOKEN_TABLE: &[Row] = &[
     ),
 ];
 
+/// `distlock log` and `distlock stats`.
+pub const HISTORY_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "done, also when there is no history (log prints nothing; stats says so on \
+                  stderr); log --follow: interrupted by SIGINT, SIGTERM or SIGHUP",
+    },
+    ROW_USAGE,
+    ROW_UNAVAILABLE,
+];
+
 /// The table of a subcommand (by name).
 pub fn table(command: &str) -> &'static [Row] {
     match command {
@@ -289,6 +300,7 @@ pub fn table(command: &str) -> &'static [Row] {
         "list" => LIST_TABLE,
         "break" => BREAK_TABLE,
         "renew" | "release" => TOKEN_TABLE,
+        "log" | "stats" => HISTORY_TABLE,
         _ => &[],
     }
 }

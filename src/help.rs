@@ -50,6 +50,34 @@ pub fn examples(command: &str) -> &'static [Example] {
                 command: "distlock status -k build-pool --json | jq -r '.holders[].id'",
             },
         ],
+        "log" => &[
+            Example {
+                what: "Keep a week of history for a lock, then read the last two hours of it",
+                command: "distlock --history 7d run -k deploy-prod -- ./deploy.sh && distlock log -k deploy-prod --since 2h",
+            },
+            Example {
+                what: "Every lock's events as they happen",
+                command: "distlock log --follow",
+            },
+            Example {
+                what: "Who broke a lock, as JSON",
+                command: "distlock log -k deploy-prod --json | jq -r 'select(.event == \"broken\") | \"\\(.ts) \\(.by_host) \\(.by_user)\"'",
+            },
+            Example {
+                what: "Turn a lock's history off (delete it)",
+                command: "distlock log -k deploy-prod --clear",
+            },
+        ],
+        "stats" => &[
+            Example {
+                what: "How long holders waited and held the lock this week",
+                command: "distlock stats -k deploy-prod --since 7d",
+            },
+            Example {
+                what: "The p95 wait of every lock, as JSON",
+                command: "distlock stats --json | jq -r '\"\\(.key) \\(.wait_ms.p95)\"'",
+            },
+        ],
         "list" => &[
             Example {
                 what: "Every lock under the prefix",
@@ -207,7 +235,7 @@ mod tests {
     #[test]
     fn every_documented_command_has_examples() {
         for command in [
-            "run", "status", "list", "break", "acquire", "renew", "release",
+            "run", "status", "list", "break", "acquire", "renew", "release", "log", "stats",
         ] {
             assert!(!examples(command).is_empty(), "{command}");
             assert!(!exit::table(command).is_empty(), "{command}");

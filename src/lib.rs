@@ -44,6 +44,7 @@ pub mod error;
 pub mod events;
 pub mod exit;
 pub mod help;
+pub mod history;
 pub mod lock;
 pub mod output;
 pub mod renew;
@@ -84,6 +85,11 @@ pub fn main() -> ! {
         out = cfg.output.clone();
         let out = &cfg.output;
         match cfg.command {
+            // A copy that only reports its parent's lost lock into the history.
+            CommandConfig::Run(run) if let Some(report) = history::take_lost_report() => {
+                history::send_lost(&run.take.topology, &run.take.name, &report);
+                Ok(Exit::from(exit::Code::Success))
+            }
             CommandConfig::Run(run) => commands::run::run(run, out),
             CommandConfig::Acquire(acquire) => commands::acquire::acquire(acquire, out),
             CommandConfig::Status {
@@ -102,7 +108,11 @@ pub fn main() -> ! {
                 name,
                 holder,
                 yes,
-            } => commands::inspect::break_lock(topology, name, holder, yes, out),
+            } => {
+                // Its releases are recorded as breaks, by this process (see `history`).
+                history::mark_break();
+                commands::inspect::break_lock(topology, name, holder, yes, out)
+            }
             CommandConfig::Renew {
                 topology,
                 name,
@@ -115,6 +125,8 @@ pub fn main() -> ! {
                 token,
                 failed,
             } => commands::token::release(topology, name, token, failed, out),
+            CommandConfig::Log(log) => history::log(log, out),
+            CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }

@@ -11,6 +11,7 @@
 //! line clap refused, reworded as distlock's one-line errors).
 
 pub mod args;
+pub mod history;
 pub mod usage;
 pub mod values;
 
@@ -186,6 +187,21 @@ pub struct GlobalArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+
+    /// Keep a history of each lock taken (who held it, how long, who waited) for DUR.
+    ///
+    /// At least 1s. The events go beside the lock, at PREFIX{KEY}:history (at most 1000 per
+    /// lock, oldest dropped), and expire DUR after the last one; distlock log and distlock
+    /// stats read them. Once a lock has a history, every distlock that takes it records into
+    /// it, with this flag or without. distlock log -k KEY --clear deletes a history.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DUR",
+        env = "DISTLOCK_HISTORY",
+        value_parser = parse_duration
+    )]
+    pub history: Option<DurationArg>,
 }
 
 /// The subcommands.
@@ -256,6 +272,26 @@ pub enum Command {
 
     /// Release a lock acquired with distlock acquire.
     Release(ReleaseArgs),
+
+    /// Show a lock's history: who held it, for how long, who waited, who broke it.
+    ///
+    /// One line per event, newest last: acquired (how long it waited, its place when it joined
+    /// the line, the fence), released (how long it was held, the command's exit), lost,
+    /// expired (a holder that vanished, noticed by the next one), broken (by whom),
+    /// superseded (by whom), gave-up (a waiter that left after --wait). Each names the holder
+    /// (host, pid, note or command) and its id (the first 8 characters of its token). Without
+    /// -k, every lock under the prefix, merged by time. Events are kept only for locks taken
+    /// with --history (see there); a lock without a history prints nothing. Over a Redlock,
+    /// each event shows once when a majority of the nodes recorded it, saying when some did
+    /// not.
+    Log(history::LogArgs),
+
+    /// Count a lock's events and summarise how long holders waited and held it.
+    ///
+    /// Per lock: how many of each event, and the wait (acquired) and hold (released, lost,
+    /// expired, broken) times as p50, p95 and max; on a terminal, a small histogram of each.
+    /// A lock without a history says so on stderr and exits 0.
+    Stats(history::StatsArgs),
 
     /// Write the shell completions or the man pages (for packagers).
     #[command(hide = true)]

@@ -109,6 +109,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
             return Err(e);
         }
         Ok(Started::Interrupted(signal)) => {
+            crate::history::set_outcome(format!("interrupted by {}", signal_name(signal)));
             session.release(&grant, &cfg.take, false, out);
             let name = signal_name(signal);
             out.error(
@@ -121,6 +122,12 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
             return Ok(Exit::Signal(signal));
         }
         Ok(Started::Ended(Ending::Lost(loss), _)) => {
+            // Into the lock's history, if it has one (after the kill: nothing waits on this).
+            crate::history::report_lost(
+                &grant.token,
+                &describe_loss(&loss, &cfg),
+                grant.validity.anchor.elapsed(),
+            );
             out.error(
                 Ev::Lost,
                 Msg::new(format!(
@@ -133,6 +140,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         }
         Ok(Started::Ended(Ending::TimedOut, _)) => {
             // Stopped while the lock was held: release it for the next run.
+            crate::history::set_outcome("timed out");
             session.release(&grant, &cfg.take, false, out);
             let limit = cfg.timeout.map(crate::text::duration).unwrap_or_default();
             out.error(
@@ -148,6 +156,7 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         }
         Ok(Started::Ended(Ending::Replaced(by), _)) => {
             // The newer run waits first in line: the release hands the lock to it.
+            crate::history::set_outcome("replaced");
             session.release(&grant, &cfg.take, false, out);
             let who = by.map_or_else(|| "a newer run".to_owned(), |by| by.summary_with_job());
             out.notice(
@@ -169,6 +178,10 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
     // A run that succeeded keeps the lock taken for --min-interval/--cooldown; a failed one
     // leaves it free at once, so that the next host can retry.
     let succeeded = matches!(exit, Exit::Code(0));
+    crate::history::set_outcome(match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("killed by {}", signal_name(signal)),
+    });
     if session.release(&grant, &cfg.take, succeeded, out) == Some(Ownership::NotHeld) {
         // The lock cannot have expired before kill_at(validity). An answer that came before
         // that means the key was deleted or overwritten (an operator, or Redis lost its data)
@@ -177,6 +190,11 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         // away at the end), after the command, and everything it started, had finished under
         // the lock.
         if Moment::now() < cfg.deadlines.kill_at(validity) {
+            crate::history::report_lost(
+                &grant.token,
+                "the key was deleted or overwritten while the command ran",
+                grant.validity.anchor.elapsed(),
+            );
             out.error(
                 Ev::Lost,
                 Msg::new(format!(

@@ -2,11 +2,12 @@
 //! derived from other flags, cross-flag rules, and every check that needs more than one value.
 //! Nothing but this module reads the parser's types.
 //!
-//! This file holds the flag logic of each command; `topology.rs` builds where the locks live
-//! (URLs, timeouts, TLS) from the global options, and `origins.rs` remembers where each value
-//! came from, so that every refusal names what the user set. What a topology cannot keep is
-//! asked of the lock ([`Topology::refuses`]), never decided here.
+//! This file holds the flag logic of each command but `log` and `stats` (`history.rs`);
+//! `topology.rs` builds where the locks live (URLs, timeouts, TLS) from the global options, and
+//! `origins.rs` remembers where each value came from, so that every refusal names what the user
+//! set. What a topology cannot keep is asked of the lock ([`Topology::refuses`]).
 
+mod history;
 mod origins;
 mod topology;
 
@@ -108,6 +109,10 @@ pub enum CommandConfig {
         /// The work failed: no cool-down (`--failed`).
         failed: bool,
     },
+    /// `distlock log`.
+    Log(crate::history::LogConfig),
+    /// `distlock stats`.
+    Stats(crate::history::StatsConfig),
     /// `distlock generate`.
     Generate {
         /// What to write (None: both).
@@ -220,6 +225,7 @@ impl Config {
         let output = output_for(&cli);
         let global = &cli.global;
         let prefix = global.prefix.as_str();
+        crate::history::configure(history::history(global, origins)?);
         let command = match cli.command {
             cli::Command::Run(args) => CommandConfig::Run(run_config(args, global, origins)?),
             cli::Command::Acquire(args) => {
@@ -266,6 +272,10 @@ impl Config {
                 token: token(&args.held.token, origins)?,
                 failed: args.failed,
             },
+            cli::Command::Log(a) => CommandConfig::Log(history::log_config(a, global, origins)?),
+            cli::Command::Stats(a) => {
+                CommandConfig::Stats(history::stats_config(a, global, origins)?)
+            }
             cli::Command::Generate(args) => CommandConfig::Generate {
                 what: args.what,
                 out: args.out,
@@ -290,6 +300,8 @@ impl CommandConfig {
             | CommandConfig::Break { name, .. }
             | CommandConfig::Renew { name, .. }
             | CommandConfig::Release { name, .. } => Some(name.key()),
+            CommandConfig::Log(log) => log.name.as_ref().map(LockName::key),
+            CommandConfig::Stats(stats) => stats.name.as_ref().map(LockName::key),
             CommandConfig::List { .. } | CommandConfig::Generate { .. } => None,
         }
     }

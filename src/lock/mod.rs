@@ -50,6 +50,7 @@
 
 #[cfg(test)]
 pub mod fake;
+pub mod history;
 pub mod holder;
 mod name;
 mod protocol;

@@ -99,8 +99,9 @@ impl LockName {
     /// lock, its owner hash, the fence counter, the line (queue, waiters, alive), the semaphore
     /// (slots, holders), the superseded waiters, and last the protocol marker that
     /// `lua/protocol.lua` checks (declared so that Redis Cluster routes and migrates it with
-    /// the others). All share the hash tag `{KEY}`.
-    pub fn keys(&self) -> [String; 10] {
+    /// the others), then the history's stream and holds (`lua/history.lua`; declared so that
+    /// the scripts may record into them). All share the hash tag `{KEY}`.
+    pub fn keys(&self) -> [String; 12] {
         let k = &self.lock_key;
         [
             k.clone(),
@@ -113,6 +114,8 @@ impl LockName {
             format!("{k}:holders"),
             format!("{k}:superseded"),
             format!("{k}:protocol"),
+            format!("{k}:history"),
+            format!("{k}:history:held"),
         ]
     }
 }
@@ -198,6 +201,8 @@ mod tests {
         assert_eq!(name.keys()[2], "distlock:{deploy-prod}:fence");
         assert_eq!(name.keys()[8], "distlock:{deploy-prod}:superseded");
         assert_eq!(name.keys()[9], "distlock:{deploy-prod}:protocol");
+        assert_eq!(name.keys()[10], "distlock:{deploy-prod}:history");
+        assert_eq!(name.keys()[11], "distlock:{deploy-prod}:history:held");
         assert!(
             name.keys()
                 .iter()

@@ -35,6 +35,7 @@ macro_rules! script {
         LazyLock::new(|| {
             Script::new(concat!(
                 include_str!("lua/protocol.lua"),
+                include_str!("lua/history.lua"),
                 include_str!("lua/common.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -46,6 +47,7 @@ macro_rules! script {
     ($file:literal, holder only) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("lua/history.lua"),
                 include_str!("lua/common.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -110,20 +112,23 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
         args.push(name.as_bytes().to_vec());
         args.push(value.into_bytes());
     }
+    args.extend(super::history::acquire_fields());
     args
 }
 
 /// The arguments of `lua/release.lua`: the token, and whether the work succeeded (`1`: a mutex
 /// taken with an interval then cools down).
 pub fn release_args(token: &Token, succeeded: bool) -> Vec<Vec<u8>> {
-    vec![
+    let mut args = vec![
         token.as_str().as_bytes().to_vec(),
         if succeeded {
             b"1".to_vec()
         } else {
             b"0".to_vec()
         },
-    ]
+    ];
+    args.extend(super::history::release_fields());
+    args
 }
 
 /// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for,

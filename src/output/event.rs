@@ -95,6 +95,11 @@ events! {
     NotBroken = "not-broken", "break: the lock changed hands (1)";
     Broken = "broken", "break: the holder(s) were released (0)";
     Generated = "generated", "generate: a file was written (-v)";
+    // The history commands.
+    NoHistory = "no-history", "log/stats: the lock keeps no history";
+    HistoryMinority = "history-minority", "log/stats: events a minority recorded";
+    HistoryReadFailed = "history-read-failed", "log --follow: a read failed; retrying";
+    HistoryCleared = "history-cleared", "log --clear: the history was deleted";
     // distlock's own failures (each ends distlock with the code in `exit`).
     RedisError = "redis-error", "Redis unreachable or refusing (69, 65)";
     LockConflict = "lock-conflict", "the key has another --limit (65)";

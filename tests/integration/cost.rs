@@ -43,6 +43,14 @@ impl Request {
     fn is_full_script(&self) -> bool {
         self.command() == "EVALSHA" && self.keys() >= 9
     }
+
+    /// A release: its second argument says whether the work succeeded ("0" or "1"), where an
+    /// acquire's is its claim in ms (then come the history's field/value pairs, if any).
+    fn is_release(&self) -> bool {
+        self.words
+            .get(3 + self.keys() + 1)
+            .is_some_and(|w| w == "0" || w == "1")
+    }
 }
 
 impl Monitor {
@@ -104,13 +112,28 @@ fn wait_for(monitor: &Monitor, what: &str, seen: impl Fn(&Request) -> bool) {
 /// a healthy machine, and on a slow one the count says so.)
 #[test]
 fn an_uncontended_run_makes_two_requests() {
+    uncontended_run_makes_two_requests(&[]);
+}
+
+/// The same with a lock history kept (`--history`): the acquire and release scripts record the
+/// events themselves, so the run makes the same two requests, and the history is there.
+#[test]
+fn an_uncontended_run_with_history_makes_two_requests() {
+    let redis = uncontended_run_makes_two_requests(&["--history", "1h"]);
+    let events: i64 = redis.cmd(&["XLEN", &format!("{}:history", lock_key("cost"))]);
+    assert_eq!(events, 2, "acquired and released");
+}
+
+fn uncontended_run_makes_two_requests(extra: &[&str]) -> Redis {
     let redis = Redis::start();
     // Load the scripts first: a server that never saw them asks for them once (NOSCRIPT).
     let out = run(distlock(&redis).args(["run", "-k", "warm", "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let monitor = Monitor::start(&redis);
     let started = Instant::now();
-    let out = run(distlock(&redis).args(["run", "-k", "cost", "--", "true"]));
+    let out = run(distlock(&redis)
+        .args(extra)
+        .args(["run", "-k", "cost", "--", "true"]));
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // The release is the last: wait until MONITOR has written it.
@@ -133,6 +156,7 @@ fn an_uncontended_run_makes_two_requests() {
             "{requests:?}"
         );
     }
+    redis
 }
 
 /// A contended hand-off: between the holder's release and the waiter's command, the waiter
@@ -172,7 +196,7 @@ fn a_hand_off_takes_two_round_trips() {
     let holder = requests[..echo]
         .iter()
         .rev()
-        .find(|r| r.is_full_script() && r.words.len() == 3 + r.keys() + 2)
+        .find(|r| r.is_full_script() && r.is_release())
         .map(|r| r.client.clone())
         .expect("the holder's release");
     let release_at = requests[..echo]

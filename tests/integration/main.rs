@@ -4,12 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fixtures;
-/// The fixtures' former home, kept as an alias so that tests written against `crate::util`
-/// still build; new tests import `crate::fixtures`.
-mod util {
-    #[allow(unused_imports)]
-    pub use crate::fixtures::*;
-}
 
 mod chaos;
 mod ci;
@@ -22,6 +16,7 @@ mod exit_codes;
 mod faults;
 mod generated;
 mod hardening;
+mod history;
 mod json_log;
 mod loss;
 mod operate;

@@ -6,7 +6,8 @@
 -- 5 place in ms (how long our place lasts without another attempt), 6 take-up window in ms (how
 -- long a lock handed to us waits for us), 7.. metadata field/value pairs (host, pid, user,
 -- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, and
--- fence_floor, the least fence a Redlock wants, which is not stored).
+-- fence_floor, the least fence a Redlock wants, and history_ms, how long to keep the lock's
+-- history (--history, see history.lua), neither of which is stored).
 -- Replies:
 --   {1, fence[, slot]}                                  granted (slot: a semaphore's index)
 --   {0, pttl, now_ms, holder, holders, limit, waiting}  busy (try)
@@ -26,9 +27,13 @@ end
 -- it grants exactly it, so that the nodes agree and no second round is needed to align them.
 FLOOR = tonumber(info.fence_floor or '0') or 0
 info.fence_floor = nil
+-- --history (ms), not metadata either (see history.lua).
+H_ARG_MS = tonumber(info.history_ms or '')
+info.history_ms = nil
 
 purge_waiters()
 purge_slots()
+h_sweep()
 
 -- Ours already: the lock was handed to us, or an earlier attempt whose reply was lost landed.
 -- A hand-off is taken up: the expiry becomes our claim (the take-up window may be longer than
@@ -145,6 +150,7 @@ else
   w.since = int(NOW)
   w.limit = tostring(limit)
   w.takeup_ms = tostring(takeup)
+  w.place = tostring(redis.call('ZCARD', QUEUE))
   redis.call('HSET', WAITERS, token, cjson.encode(w))
 end
 redis.call('ZADD', ALIVE, int(NOW + place), token)
@@ -164,6 +170,7 @@ if mode == 'supersede' or mode == 'replace' then
   if #older > 0 then
     local me = redis.call('HGET', WAITERS, token)
     for _, t in ipairs(older) do
+      h_left('superseded', t, redis.call('HGET', WAITERS, t), info, token)
       leave_queue(t)
       redis.call('HSET', SUPERSEDED, t, me)
       wake(t, 'superseded')

@@ -12,12 +12,14 @@
 --   P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
 --   P{K}:protocol    string: the key layout's version, written only by a newer, incompatible
 --                    layout (absent means 1; see protocol.lua)
+--   P{K}:history     stream: the lock's events, only once a history was asked for
+--   P{K}:history:held  hash: the current holds the history knows (see history.lua)
 -- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
 -- turn came, or it was superseded).
 --
 -- Declared keys. A script declares the keys it may touch, and the names of all of them follow
 -- from its first key (P{K} is everything up to the last '}': keys contain no braces). Most
--- scripts declare all ten, in the order above. A renewal declares only what it touches (see
+-- scripts declare all twelve, in the order above. A renewal declares only what it touches (see
 -- renew.lua), because of Cluster slot migration: while a slot moves, Redis refuses with
 -- TRYAGAIN a script whose declared keys are partly on each node (or partly missing), and a
 -- script running on the source node fails when it touches a key that is not there. A mutex has
@@ -145,7 +147,7 @@ local function grant_mutex(token, ms, info, handed)
   redis.call('DEL', OWNER)
   local fields = {'acquired_at', int(NOW), 'fence', int(fence)}
   for k, v in pairs(info) do
-    if k ~= 'since' and k ~= 'limit' and k ~= 'takeup_ms' and k ~= 'polls'
+    if k ~= 'since' and k ~= 'limit' and k ~= 'takeup_ms' and k ~= 'polls' and k ~= 'place'
       and type(v) == 'string' then
       fields[#fields + 1] = k
       fields[#fields + 1] = v
@@ -157,6 +159,7 @@ local function grant_mutex(token, ms, info, handed)
   end
   redis.call('HSET', OWNER, unpack(fields))
   redis.call('PEXPIRE', OWNER, ms)
+  h_acquired(token, fence, nil, info, redis.call('HGET', WAITERS, token))
   leave_queue(token)
   return fence
 end
@@ -188,7 +191,7 @@ local function grant_slot(token, ms, limit, info, handed)
   local fence = next_number()
   local held = {}
   for k, v in pairs(info) do
-    if k ~= 'since' and k ~= 'takeup_ms' and k ~= 'polls' then
+    if k ~= 'since' and k ~= 'takeup_ms' and k ~= 'polls' and k ~= 'place' then
       held[k] = v
     end
   end
@@ -203,6 +206,7 @@ local function grant_slot(token, ms, limit, info, handed)
   redis.call('ZADD', SLOTS, int(NOW + ms), token)
   redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
   expire_with(SLOTS, {SLOTS, HOLDERS})
+  h_acquired(token, fence, slot, info, redis.call('HGET', WAITERS, token))
   leave_queue(token)
   return fence, slot
 end
@@ -304,6 +308,7 @@ end
 -- SUCCEEDED: the work done under the lock succeeded, so a mutex cools down (see cool_down).
 local function release(token, succeeded)
   if redis.call('GET', LOCK) == token then
+    h_released(token)
     if succeeded and cool_down() then
       return 1
     end
@@ -311,6 +316,7 @@ local function release(token, succeeded)
     redis.call('DEL', LOCK)
     redis.call('DEL', OWNER)
   elseif redis.call('ZSCORE', SLOTS, token) then
+    h_released(token)
     redis.call('ZREM', SLOTS, token)
     redis.call('HDEL', HOLDERS, token)
     purge_slots()

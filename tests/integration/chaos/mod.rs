@@ -49,6 +49,14 @@
 //! [`chaos`]): each loads both CPUs of the CI machine, and an attack that shares them with the
 //! other would measure the scheduler more than distlock.
 //!
+//! # The history mode
+//!
+//! `DISTLOCK_CHAOS_HISTORY=1` (either variant) gives every contender a lock history
+//! (`DISTLOCK_HISTORY`, kept for the attack's length plus 120s). Afterwards [`history`] reads each
+//! mutex's history back with `distlock log --json` and checks that the recorded holds never
+//! overlap (each from its `acquired` to its `released`, or to the `expired` or `lost` that ended
+//! it); the key-leak check then lets history keys stay only with an expiry no longer than asked.
+//!
 //! # The critical section
 //!
 //! The command is a tiny C program (`cs.c`, loaded with `include_str!`), compiled with `cc` at
@@ -114,6 +122,7 @@
 
 mod checker;
 mod faults;
+mod history;
 mod monitor;
 mod plan;
 
@@ -266,6 +275,8 @@ struct Ctx {
     restarts: Mutex<Vec<Restart>>,
     /// (start, end) of every server fault, on any node: stop, pause or restart.
     outages: Mutex<Vec<(u64, u64)>>,
+    /// `DISTLOCK_CHAOS_HISTORY=1`: how long (s) the contenders keep a lock history.
+    history: Option<u64>,
 }
 
 impl Ctx {
@@ -291,6 +302,9 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
         let err_file = fs::File::create(&err_path).unwrap();
         let mut cmd = bare_distlock();
         // Several URLs separated by spaces: a Redlock over them.
+        if let Some(secs) = ctx.history {
+            cmd.env("DISTLOCK_HISTORY", format!("{secs}s"));
+        }
         cmd.env("DISTLOCK_REDIS_URL", ctx.urls.join(" "))
             .env(MARKER, &ctx.run_id)
             .args(["-v", "run", "-k", KEYS[p.key].name, "--ttl"])
@@ -527,10 +541,14 @@ fn chaos(topology: Topology) {
         tally: Mutex::new(BTreeMap::new()),
         restarts: Mutex::new(Vec::new()),
         outages: Mutex::new(Vec::new()),
+        history: history::enabled().then_some(secs + history::KEEP_AFTER_SECS),
     };
+    if let Some(secs) = ctx.history {
+        println!("chaos: history mode: every run keeps a lock history for {secs}s");
+    }
     let stop_monitor = AtomicBool::new(false);
 
-    let (runs, samples) = std::thread::scope(|s| {
+    let (runs, samples, collected) = std::thread::scope(|s| {
         let (servers, busy, plan, ctx) = (&servers, &busy, &plan, &ctx);
         let lanes: Vec<_> = (0..plan.server.len())
             .map(|lane| s.spawn(move || faults::server_faults(servers, busy, lane, plan, ctx)))
@@ -543,6 +561,9 @@ fn chaos(topology: Topology) {
             .iter()
             .map(|url| s.spawn(|| monitor::monitor(url, &stop_monitor)))
             .collect();
+        // History mode on one server, which restarts empty: read the histories as they grow.
+        let collector = (ctx.history.is_some() && !topology.persistent())
+            .then(|| s.spawn(|| history::collect(&ctx.urls[0], &stop_monitor)));
         let contenders: Vec<_> = (0..CONTENDERS)
             .map(|ci| s.spawn(move || contender(ci, seed, ctx)))
             .collect();
@@ -560,12 +581,13 @@ fn chaos(topology: Topology) {
             .into_iter()
             .map(|m| m.join().expect("monitor thread"))
             .collect();
-        (runs, samples)
+        let collected = collector.map(|c| c.join().expect("history collector thread"));
+        (runs, samples, collected)
     });
     // Every loop has stopped and every fault has ended (the servers are running, not paused).
     let all_stopped = now_ns();
     let servers = servers.into_inner().unwrap();
-    let leftovers = leftovers(&ctx.run_id, topology, &servers, all_stopped);
+    let leftovers = leftovers(&ctx.run_id, topology, &servers, all_stopped, ctx.history);
 
     let log = fs::read_to_string(&ctx.log).unwrap_or_default();
     let sections = parse_log(&log);
@@ -579,7 +601,7 @@ fn chaos(topology: Topology) {
         .collect();
     let restarts = ctx.restarts.into_inner().unwrap();
     let outages = ctx.outages.into_inner().unwrap();
-    let verdict = Checker::check(Evidence {
+    let mut verdict = Checker::check(Evidence {
         t0,
         runs: &runs,
         sections: &sections,
@@ -590,6 +612,21 @@ fn chaos(topology: Topology) {
         counters: &counters,
         leftovers,
     });
+
+    if ctx.history.is_some() {
+        // The servers' clock (the events') against the monotonic one (the faults').
+        let offset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - (now_ns() / MS) as i64;
+        let (violations, notes) =
+            history::check(&ctx.urls, collected.as_deref(), &restarts, |mono_ns| {
+                ((mono_ns / MS) as i64 + offset).max(0) as u64
+            });
+        verdict.violations.extend(violations);
+        verdict.notes.extend(notes);
+    }
 
     // Summary.
     let mut exits: BTreeMap<String, usize> = BTreeMap::new();
@@ -661,7 +698,13 @@ fn most_at_once(outages: &[(u64, u64)]) -> usize {
 
 /// What the run left behind once every loop had stopped, with bounded waits for what is
 /// allowed to go away by itself.
-fn leftovers(run_id: &str, topology: Topology, servers: &Primaries, all_stopped: u64) -> Leftovers {
+fn leftovers(
+    run_id: &str,
+    topology: Topology,
+    servers: &Primaries,
+    all_stopped: u64,
+    history: Option<u64>,
+) -> Leftovers {
     // Processes: a command whose distlock was SIGKILLed dies of PDEATHSIG asynchronously, so
     // give the kernel a bounded moment. Whatever is left then is killed (and reported).
     let mut orphans = Vec::new();
@@ -695,6 +738,14 @@ fn leftovers(run_id: &str, topology: Topology, servers: &Primaries, all_stopped:
                 let keys: Vec<String> = servers.node(i).cmd(&["KEYS", "*"]);
                 keys.into_iter()
                     .filter(|k| !k.ends_with(":fence"))
+                    // In history mode, a history stays for as long as it was asked to, and no
+                    // longer: one without an expiry, or with a longer one, is left behind.
+                    .filter(move |k| {
+                        !(history.is_some_and(|secs| {
+                            history::is_history_key(k)
+                                && (0..=secs as i64 * 1000).contains(&servers.node(i).pttl(k))
+                        }))
+                    })
                     .map(move |k| (i, k))
             })
             .collect();

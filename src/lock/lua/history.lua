@@ -1,0 +1,220 @@
+-- distlock history (before common.lua; docs/history.md): a lock's events, recorded by the
+-- scripts that already run (acquire, release), so that keeping a history costs no request.
+--
+-- Keys, under the lock's hash tag (so one Cluster slot holds them with the lock):
+--   P{K}:history       stream of events, at most HISTORY_CAP (oldest trimmed), each entry's id
+--                      being the Redis server's time; fields: event, key, token (its first 8
+--                      characters: a full token is a release capability and is never recorded),
+--                      the holder's host, pid, user, command, note, ci_url, kind, and per event
+--                      fence, slot, waited_ms, place, held_ms, outcome, why, by_host, by_pid,
+--                      by_user, by_command, by_token
+--   P{K}:history:held  hash: token -> JSON of a current hold (acquired_at, fence, slot and the
+--                      holder's metadata), to compute how long it was held and to notice one
+--                      that expired; and '_history_ms' -> how long the history is kept
+-- Both expire _history_ms after the last event.
+--
+-- A history exists once a distlock with --history records into a lock; from then on every
+-- distlock that takes the lock records into it, with the flag or without (the scripts check
+-- EXISTS), with the last --history given. `distlock log --clear` deletes both keys.
+--
+-- Recording needs every key of the lock declared (12, see common.lua): a renewal (2 to 4
+-- keys) and a Cluster ASK retry (its first key only) never record, nor read these keys.
+
+local H_LOCK = string.match(KEYS[1], '^(.*})')
+local H_KEY = string.match(H_LOCK, '{([^{}]*)}$') or H_LOCK
+local HISTORY, HELD = H_LOCK .. ':history', H_LOCK .. ':history:held'
+local HISTORY_CAP = 1000
+local H_DECLARED = #KEYS >= 12
+-- Set by a script from its arguments: the --history asked for (ms), the outcome of the work
+-- (release), and who breaks the lock (a table of metadata, for `break`).
+local H_ARG_MS = nil
+local H_OUTCOME = nil
+local H_BREAKER = nil
+local H_ON = nil
+local H_NOW = nil
+
+local function h_now()
+  if not H_NOW then
+    local t = redis.call('TIME')
+    H_NOW = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+  end
+  return H_NOW
+end
+
+local function h_int(n)
+  return string.format('%.0f', n)
+end
+
+-- Whether this script records: every key declared, and a history that exists or is asked for.
+local function h_on()
+  if H_ON == nil then
+    H_ON = H_DECLARED and (H_ARG_MS ~= nil or redis.call('EXISTS', HISTORY) == 1)
+  end
+  return H_ON
+end
+
+-- Keep both keys for the history's duration from now (the last one asked for wins).
+local function h_touch()
+  local ms = H_ARG_MS
+  if ms then
+    redis.call('HSET', HELD, '_history_ms', h_int(ms))
+  else
+    ms = tonumber(redis.call('HGET', HELD, '_history_ms') or '')
+  end
+  if ms then
+    redis.call('PEXPIRE', HISTORY, h_int(ms))
+    redis.call('PEXPIRE', HELD, h_int(ms))
+  end
+end
+
+local H_META = {'host', 'pid', 'user', 'command', 'note', 'ci_url', 'kind'}
+
+-- Append event KIND about TOKEN (a full token, of which 8 characters are kept) with holder
+-- metadata META (a table) and EXTRA (a table of event fields).
+local function h_record(kind, token, meta, extra)
+  if not h_on() then
+    return
+  end
+  local args = {'XADD', HISTORY, 'MAXLEN', tostring(HISTORY_CAP), '*', 'event', kind, 'key', H_KEY}
+  if token then
+    args[#args + 1] = 'token'
+    args[#args + 1] = string.sub(token, 1, 8)
+  end
+  for _, f in ipairs(H_META) do
+    local v = meta and meta[f]
+    if type(v) == 'number' then
+      v = h_int(v)
+    end
+    if type(v) == 'string' then
+      args[#args + 1] = f
+      args[#args + 1] = v
+    end
+  end
+  for k, v in pairs(extra or {}) do
+    if type(v) == 'number' then
+      v = h_int(v)
+    end
+    if type(v) == 'string' then
+      args[#args + 1] = k
+      args[#args + 1] = v
+    end
+  end
+  redis.call(unpack(args))
+  h_touch()
+end
+
+local function h_decode(json)
+  if not json then
+    return nil
+  end
+  local ok, t = pcall(cjson.decode, json)
+  if ok and type(t) == 'table' then
+    return t
+  end
+  return nil
+end
+
+-- BY: who did something to another (a breaker, a superseder), as by_* fields of EXTRA.
+local function h_by(extra, by, token)
+  if by then
+    for _, f in ipairs({'host', 'pid', 'user', 'command'}) do
+      if type(by[f]) == 'string' then
+        extra['by_' .. f] = by[f]
+      end
+    end
+  end
+  if token then
+    extra.by_token = string.sub(token, 1, 8)
+  end
+  return extra
+end
+
+-- Holds that ended without a release (the holder vanished, its lock expired): record each as
+-- 'expired', noticed now, by whoever runs next. Run before anything is granted or released.
+local function h_sweep()
+  if not h_on() then
+    return
+  end
+  local now = h_now()
+  local all = redis.call('HGETALL', HELD)
+  for i = 1, #all, 2 do
+    local token = all[i]
+    if string.sub(token, 1, 1) ~= '_' then
+      local live = redis.call('GET', H_LOCK) == token
+      if not live then
+        local score = redis.call('ZSCORE', H_LOCK .. ':slots', token)
+        live = score and tonumber(score) > now
+      end
+      if not live then
+        local held = h_decode(all[i + 1]) or {}
+        redis.call('HDEL', HELD, token)
+        h_record('expired', token, held, {
+          fence = held.fence, slot = held.slot,
+          held_ms = h_int(now - (tonumber(held.acquired_at or '') or now)),
+        })
+      end
+    end
+  end
+end
+
+-- TOKEN was granted the lock (FENCE; SLOT: a semaphore's index or nil) with metadata INFO;
+-- WAITER: its entry in line (JSON) or nil, for how long it waited and its place when it joined.
+local function h_acquired(token, fence, slot, info, waiter)
+  if not h_on() then
+    return
+  end
+  local now = h_now()
+  local w = h_decode(waiter) or {}
+  local since = tonumber(w.since or '')
+  local held = {acquired_at = h_int(now), fence = h_int(fence)}
+  for _, f in ipairs(H_META) do
+    if type(info[f]) == 'string' then
+      held[f] = info[f]
+    end
+  end
+  local extra = {fence = h_int(fence), waited_ms = h_int(since and (now - since) or 0)}
+  if slot then
+    held.slot = tostring(slot)
+    extra.slot = tostring(slot)
+  end
+  if w.place then
+    extra.place = tostring(w.place)
+  end
+  redis.call('HSET', HELD, token, cjson.encode(held))
+  h_record('acquired', token, held, extra)
+end
+
+-- TOKEN's hold ended by a release (or a break, when H_BREAKER is set).
+local function h_released(token)
+  if not h_on() then
+    return
+  end
+  local now = h_now()
+  local held = h_decode(redis.call('HGET', HELD, token)) or {}
+  redis.call('HDEL', HELD, token)
+  local extra = {
+    fence = held.fence, slot = held.slot,
+    held_ms = held.acquired_at and h_int(now - tonumber(held.acquired_at)) or nil,
+  }
+  if H_BREAKER then
+    h_record('broken', token, held, h_by(extra, H_BREAKER, nil))
+  else
+    extra.outcome = H_OUTCOME
+    h_record('released', token, held, extra)
+  end
+end
+
+-- A waiter (TOKEN, its entry in line WAITER) left the line: KIND 'gave-up' (it stopped
+-- waiting) or 'superseded' (by BY, a table, whose token is BY_TOKEN).
+local function h_left(kind, token, waiter, by, by_token)
+  if not h_on() then
+    return
+  end
+  local w = h_decode(waiter) or {}
+  local since = tonumber(w.since or '')
+  local extra = {waited_ms = since and h_int(h_now() - since) or nil, place = w.place}
+  if kind == 'superseded' then
+    h_by(extra, by, by_token)
+  end
+  h_record(kind, token, w, extra)
+end
