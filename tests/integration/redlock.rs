@@ -1045,15 +1045,24 @@ fn woken_by_a_release(
         }
     }
     let started = dir.str("started");
-    let mut waiter = spawn(
-        redlock(nodes)
-            .args(["-v", "run", "-k", key, "--wait", "60s", "--wait-mode", mode])
-            .args(fast)
-            .args(["--", "sh", "-c"])
-            .arg(format!("echo started > {started}")),
-    );
+    // The waiter's messages go to a file, to see its first attempt find the lock busy.
+    let said = dir.path("waiter.err");
+    let mut waiter = redlock(nodes)
+        .args(["-v", "run", "-k", key, "--wait", "60s", "--wait-mode", mode])
+        .args(fast)
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo started > {started}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    wait_while_running("the waiter's first attempt", &mut waiter, || {
+        std::fs::read_to_string(&said).is_ok_and(|t| t.contains("is busy; waiting"))
+    });
     if mode == "notify" {
-        // Subscribed on every node (a majority at least before its attempt; all soon after).
+        // Subscribed on every node (a majority before its attempt; all soon after). Its attempt
+        // found the lock busy: a release after this is one it must hear of, not one its first
+        // attempt could find already done.
         wait_while_running("the waiter to subscribe on every node", &mut waiter, || {
             (0..nodes.len()).all(|i| subscribers(nodes, i, key) > 0)
         });
@@ -1080,7 +1089,7 @@ fn woken_by_a_release(
     let out = finish(holder);
     assert_eq!(out.status.code(), Some(0), "{mode} {key}: {}", stderr(&out));
     let out = finish(waiter);
-    let text = stderr(&out);
+    let text = std::fs::read_to_string(&said).unwrap();
     assert_eq!(out.status.code(), Some(0), "{mode} {key}: {text}");
     assert!(
         took < Duration::from_secs(10),
