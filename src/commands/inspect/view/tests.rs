@@ -157,30 +157,17 @@ fn json_keeps_the_mutex_fields_and_adds_holders_and_the_line() {
 
 #[test]
 fn a_split_shows_each_node_and_no_holder() {
-    use crate::lock::NodeView;
+    use super::fixtures::{agreed, holding, split};
     let name = LockName::new("distlock:", "sp");
-    let one = |token: &str, fence| LockState {
-        holders: vec![held(token, fence, 11, "n", 5)],
-        limit: 1,
-        waiters: Vec::new(),
-    };
-    let survey = Survey {
-        agreed: None,
-        nodes: vec![
-            NodeView {
-                address: "redis://a:6379".into(),
-                state: Ok(one("3f2a9c1e-0000-4000-8000-000000000001", 7)),
-            },
-            NodeView {
-                address: "redis://b:6379".into(),
-                state: Ok(LockState::default()),
-            },
-            NodeView {
-                address: "redis://c:6379".into(),
-                state: Err("cannot connect\x1b[2J".into()),
-            },
-        ],
-    };
+    let held_on = |token: &str, fence| Ok(holding(vec![held(token, fence, 11, "n", 5)]));
+    let survey = split(vec![
+        (
+            "redis://a:6379",
+            held_on("3f2a9c1e-0000-4000-8000-000000000001", 7),
+        ),
+        ("redis://b:6379", Ok(LockState::default())),
+        ("redis://c:6379", Err("cannot connect\x1b[2J".into())),
+    ]);
     let view = View::surveyed(&name, &survey, now());
     let text = view.text();
     assert!(
@@ -207,10 +194,7 @@ fn a_split_shows_each_node_and_no_holder() {
     assert!(v["nodes"][2]["error"].is_string());
     assert!(v["nodes"][2].get("held").is_none());
     // One server: neither field, as before.
-    let single = Survey {
-        agreed: Some(LockState::default()),
-        nodes: Vec::new(),
-    };
+    let single = agreed(LockState::default());
     let v = serde_json::to_value(View::surveyed(&name, &single, now()).json()).unwrap();
     assert!(v.get("split").is_none() && v.get("nodes").is_none(), "{v}");
 }
