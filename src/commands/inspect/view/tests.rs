@@ -43,6 +43,12 @@ fn waiting(pid: u32, note: Option<&str>, waited: u64, limit: u32) -> Waiting {
     }
 }
 
+/// That `view`'s row in `list` is `row`.
+#[track_caller]
+fn assert_row(view: &View<'_>, row: [&str; 6]) {
+    assert_eq!(view.row(), row.map(String::from));
+}
+
 fn semaphore() -> LockState {
     LockState {
         // As Redis lists them: soonest expiry first, not the order of the grants.
@@ -92,9 +98,9 @@ fn a_semaphore_shows_every_holder_by_id_and_the_line_in_order() {
          \x20 1. ci-8, pid 31, waiting for 12s (since 2026-11-23T09:59:48Z); note \"batch 3\"; CI job https://ci/job/31\n\
          \x20 2. ci-8, pid 32, waiting for 3s (since 2026-11-23T09:59:57Z)\n"
     );
-    assert_eq!(
-        view.row(),
-        ["pool", "2/2 ci-7:11", "1m 5s", "28.6s", "2", "batch 1"].map(String::from)
+    assert_row(
+        &view,
+        ["pool", "2/2 ci-7:11", "1m 5s", "28.6s", "2", "batch 1"],
     );
 }
 
@@ -123,10 +129,7 @@ fn a_mutex_keeps_its_layout_plus_its_fence() {
     };
     let view = View::new(&name, &free, now());
     assert!(view.text().starts_with("lock \"m\" is free\n1 waiting:\n"));
-    assert_eq!(
-        view.row(),
-        ["m", "(free)", "-", "-", "1", ""].map(String::from)
-    );
+    assert_row(&view, ["m", "(free)", "-", "-", "1", ""]);
 }
 
 #[test]
