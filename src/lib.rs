@@ -13,23 +13,34 @@
 //! ```
 //!
 //! `commands/run.rs` reads in exactly that order (`acquire` shares the session up to the
-//! take, then hands the token over). Module boundaries:
+//! take, then hands the token over). Module boundaries, top to bottom: a module imports only
+//! modules below it (the table in `docs/design.md`, "Source layout", lists what each imports):
 //!
-//! * [`cli`]: what the user may type (the one source of help, man pages, completions), and how
-//!   a refused command line is reported;
-//! * [`config`]: every decision that involves defaults or more than one flag;
-//! * [`commands`]: one function per subcommand; [`session`]: what `run` and `acquire` share
-//!   (reentrancy, signals, the take, the release), given an open lock;
-//! * [`backend`]: the only module that names redis-rs types;
-//! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface;
-//! * [`wait`] (with its display) and [`renew`]: the engine around a `Lock`;
-//! * [`clock`]: the clock of leases and kill deadlines (CLOCK_BOOTTIME: it counts a suspend);
+//! * [`commands`]: one function per subcommand (`inspect/`: status, list, break);
+//!   [`session`]: what `run` and `acquire` share, given an open lock (`reenter.rs`, `take.rs`);
+//! * [`config`]: every decision that involves defaults or more than one flag (`topology.rs`
+//!   builds where the locks live; `origins.rs` remembers who set each value);
+//! * [`cli`]: what the user may type (the one source of help, man pages, completions: `mod.rs`
+//!   the top level, `args.rs` each subcommand, `values.rs` single values), and how a refused
+//!   command line is reported (`usage.rs`);
+//! * [`error`]: typed errors that decide exit codes;
+//! * [`child`]: the process group, the terminal and supervision; `child/guard/`: the guard
+//!   process that kills the group if distlock dies or stalls;
+//! * [`wait`]: the acquire loop in small steps (`waiter.rs`, `sleep.rs`) and its display
+//!   (`display.rs`); [`renew`]: the renewal thread;
 //! * [`signals`] and [`events`]: the process-wide signal policy, and the one channel the main
 //!   thread waits on (signals, release notifications, renewals);
-//! * [`child`]: the process group, the guard, the terminal and supervision;
-//! * [`output`]: the one place that prints; [`error`] and [`exit`]: how distlock ends (the
-//!   [`exit::Code`]s and the tables built from them);
-//! * [`envfile`]: the `NAME=value` file `acquire --env-file` hands a lock to later CI steps in.
+//! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface: `protocol.rs` (what
+//!   every lock says to one server), `single.rs`, `redlock/` (its majority rules and refusals),
+//!   `topology.rs` (opening, listing, what a deployment refuses), `fake.rs` (for unit tests);
+//! * [`backend`]: the only module that names redis-rs types; `backend/route/` finds the server
+//!   (fixed, Cluster, Sentinel);
+//! * [`envfile`]: the `NAME=value` file `acquire --env-file` hands a lock to later CI steps in;
+//!   [`help`]: the text `--help` and the man pages share;
+//! * [`output`]: the one place that prints (it imports nothing of the crate);
+//! * leaves: [`exit`] (the [`exit::Code`]s and the tables built from them), [`text`]
+//!   (quoting, sanitising, durations), [`clock`] (the clock of leases and kill deadlines,
+//!   CLOCK_BOOTTIME: it counts a suspend).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

@@ -289,7 +289,7 @@ mod tests {
     use crate::config::{AcquireConfig, CommandConfig};
     use crate::exit::Exit;
     use crate::lock::fake::FakeLock;
-    use crate::session::testing::{alone, decided, out};
+    use crate::session::testing::{alone, decided, out, signal_while_taking};
 
     fn config() -> AcquireConfig {
         match decided(&["acquire", "-k", "k", "--ttl", "60s"]) {
@@ -328,9 +328,7 @@ mod tests {
             || {
                 let lock = FakeLock::new();
                 let server = lock.client();
-                server.world().during_attempt = Some(Box::new(|| {
-                    nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT).unwrap();
-                }));
+                signal_while_taking(&server, nix::sys::signal::Signal::SIGINT);
                 let cfg = config();
                 let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
                 assert_eq!(exit, Exit::Signal(libc::SIGINT));

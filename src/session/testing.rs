@@ -68,6 +68,14 @@ pub fn out() -> crate::output::Output {
     )
 }
 
+/// Make `signal` come while the attempt that takes `lock` is on its way (after the request, before
+/// its answer is read).
+pub fn signal_while_taking(lock: &crate::lock::fake::FakeLock, signal: nix::sys::signal::Signal) {
+    lock.world().during_attempt = Some(Box::new(move || {
+        nix::sys::signal::raise(signal).unwrap();
+    }));
+}
+
 /// Wait (at most 10s) until `condition` holds.
 pub fn until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -92,6 +92,27 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// A mutex that `holder` holds for 30s.
+fn held() -> FakeLock {
+    let lock = FakeLock::new();
+    lock.hold("holder", 1, Duration::from_secs(30));
+    lock
+}
+
+/// A waiter that joined the line of `lock` (a lock of `limit`), once its place is taken.
+fn joined(lock: &FakeLock, limit: u32) -> Waiter {
+    let w = waiter(lock, limit, None, Queueing::Join);
+    until("the waiter to take its place", || in_line(lock, &w.token));
+    w
+}
+
+/// The holder of `token` releases the lock, from a client of its own.
+fn release(lock: &FakeLock, token: &Token) {
+    lock.client()
+        .release(token, &Budget::within(Duration::from_secs(1)))
+        .unwrap();
+}
+
 fn join(w: Waiter) -> (Waited, Duration) {
     w.handle.join().unwrap()
 }
@@ -113,16 +134,9 @@ fn an_uncontended_lock_costs_one_attempt_without_a_place_in_line() {
 
 #[test]
 fn a_release_hands_the_lock_to_the_first_in_line() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
-    let w = waiter(&lock, 1, None, Queueing::Join);
-    until("the waiter to take its place", || in_line(&lock, &w.token));
-    lock.client()
-        .release(
-            &Token::from_text("holder"),
-            &Budget::within(Duration::from_secs(1)),
-        )
-        .unwrap();
+    let lock = held();
+    let w = joined(&lock, 1);
+    release(&lock, &Token::from_text("holder"));
     let token = w.token.clone();
     let (waited, took) = join(w);
     assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
@@ -144,47 +158,31 @@ fn a_release_hands_the_lock_to_the_first_in_line() {
 
 #[test]
 fn waiters_are_served_in_the_order_they_joined() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
+    let lock = held();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for i in 0..5 {
-        let w = waiter(&lock, 1, None, Queueing::Join);
-        until("the waiter to take its place", || in_line(&lock, &w.token));
+        let w = joined(&lock, 1);
         waiters.push((i, w));
     }
-    lock.client()
-        .release(
-            &Token::from_text("holder"),
-            &Budget::within(Duration::from_secs(1)),
-        )
-        .unwrap();
+    release(&lock, &Token::from_text("holder"));
     for (i, w) in waiters {
         let token = w.token.clone();
         let (waited, _) = join(w);
         assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
         order.lock().unwrap().push(i);
-        lock.client()
-            .release(&token, &Budget::within(Duration::from_secs(1)))
-            .unwrap();
+        release(&lock, &token);
     }
     assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
 }
 
 #[test]
 fn a_lost_wake_up_costs_at_most_a_refresh() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
-    let w = waiter(&lock, 1, None, Queueing::Join);
-    until("the waiter to take its place", || in_line(&lock, &w.token));
+    let lock = held();
+    let w = joined(&lock, 1);
     lock.world().deaf.push(w.token.as_str().to_owned());
     let released = Instant::now();
-    lock.client()
-        .release(
-            &Token::from_text("holder"),
-            &Budget::within(Duration::from_secs(1)),
-        )
-        .unwrap();
+    release(&lock, &Token::from_text("holder"));
     let (waited, _) = join(w);
     assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
     assert!(released.elapsed() < REFRESH * 5, "{:?}", released.elapsed());
@@ -192,8 +190,7 @@ fn a_lost_wake_up_costs_at_most_a_refresh() {
 
 #[test]
 fn the_wait_limit_ends_the_wait_and_leaves_the_line() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
+    let lock = held();
     let w = waiter(&lock, 1, Some(Duration::from_millis(200)), Queueing::Join);
     let token = w.token.clone();
     let (waited, took) = join(w);
@@ -206,10 +203,8 @@ fn the_wait_limit_ends_the_wait_and_leaves_the_line() {
 
 #[test]
 fn a_signal_ends_the_wait_and_leaves_the_line() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
-    let w = waiter(&lock, 1, None, Queueing::Join);
-    until("the waiter to take its place", || in_line(&lock, &w.token));
+    let lock = held();
+    let w = joined(&lock, 1);
     // What the signal handler does.
     w.cancel.cancel();
     // SAFETY: writing one byte from a valid buffer to a valid fd.
@@ -231,8 +226,7 @@ fn a_signal_ends_the_wait_and_leaves_the_line() {
 
 #[test]
 fn the_newest_waiter_supersedes_the_older_ones() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
+    let lock = held();
     let older = waiter(&lock, 1, None, Queueing::Join);
     until("the older waiter to take its place", || {
         in_line(&lock, &older.token)
@@ -243,12 +237,7 @@ fn the_newest_waiter_supersedes_the_older_ones() {
     until("the newer waiter to take its place", || {
         in_line(&lock, &newer.token)
     });
-    lock.client()
-        .release(
-            &Token::from_text("holder"),
-            &Budget::within(Duration::from_secs(1)),
-        )
-        .unwrap();
+    release(&lock, &Token::from_text("holder"));
     let (waited, _) = join(newer);
     assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
 }
@@ -266,14 +255,8 @@ fn a_semaphore_slot_is_handed_to_the_next_in_line() {
     let lock = FakeLock::new();
     lock.hold("a", 2, Duration::from_secs(30));
     lock.hold("b", 2, Duration::from_secs(30));
-    let w = waiter(&lock, 2, None, Queueing::Join);
-    until("the waiter to take its place", || in_line(&lock, &w.token));
-    lock.client()
-        .release(
-            &Token::from_text("a"),
-            &Budget::within(Duration::from_secs(1)),
-        )
-        .unwrap();
+    let w = joined(&lock, 2);
+    release(&lock, &Token::from_text("a"));
     let (waited, _) = join(w);
     assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
     assert_eq!(lock.world().holders.len(), 2);
@@ -304,8 +287,7 @@ fn a_notice_before_the_release_lands_is_looked_at_again_soon() {
 
 #[test]
 fn no_wait_tries_once_without_subscribing_or_a_place() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
+    let lock = held();
     let (waited, _) = join(waiter(&lock, 1, Some(Duration::ZERO), Queueing::Join));
     assert!(matches!(waited, Waited::Busy { .. }), "{waited:?}");
     let w = lock.world();
@@ -356,8 +338,7 @@ fn a_server_that_never_answers_ends_the_wait() {
 
 #[test]
 fn a_lost_reply_is_taken_back_when_the_wait_ends() {
-    let lock = FakeLock::new();
-    lock.hold("holder", 1, Duration::from_secs(30));
+    let lock = held();
     let client = lock.client();
     client
         .failures

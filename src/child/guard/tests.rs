@@ -73,6 +73,22 @@ fn ended(pid: Pid, cleanup: Pid) -> WaitStatus {
     }
 }
 
+/// That the command's group leader `group` dies of `signal`, within `BOUND`.
+#[track_caller]
+fn assert_dies_of(group: Pid, signal: Signal) {
+    assert_eq!(
+        ended(group, group),
+        WaitStatus::Signaled(group, signal, false)
+    );
+}
+
+/// That the guard process `guard` exits with `code` (what it did), within `BOUND`; `group`
+/// is killed if it does not.
+#[track_caller]
+fn assert_guard_exits(guard: Pid, code: i32, group: Pid) {
+    assert_eq!(ended(guard, group), WaitStatus::Exited(guard, code));
+}
+
 fn still_running(pid: Pid) -> bool {
     waitpid(pid, Some(WaitPidFlag::WNOHANG)).unwrap() == WaitStatus::StillAlive
 }
@@ -86,8 +102,7 @@ fn the_guard_knows_the_group_before_distlock_speaks() {
     let mut guard = Guard::start(&Line::new(Signal::SIGTERM)).unwrap();
     let group = spawn_sh(&guard, "sleep 30 & wait");
     guard.orphan();
-    let status = ended(group, group);
-    assert_eq!(status, WaitStatus::Signaled(group, Signal::SIGKILL, false));
+    assert_dies_of(group, Signal::SIGKILL);
     let deadline = Instant::now() + BOUND;
     while group_alive(group.as_raw()) {
         assert!(
@@ -96,10 +111,7 @@ fn the_guard_knows_the_group_before_distlock_speaks() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(
-        ended(guard.pid(), group),
-        WaitStatus::Exited(guard.pid(), ORPHANED)
-    );
+    assert_guard_exits(guard.pid(), ORPHANED, group);
 }
 
 /// A guard that died before the spawn (its pipe has no reader) does not take the command
@@ -124,25 +136,16 @@ fn a_passed_deadline_ends_the_group_with_the_kill_signal_then_sigkill() {
     line.move_to(term, term + Duration::from_millis(300));
     // sh and its background sleep ignore SIGTERM.
     let group = spawn_sh(&guard, "trap '' TERM; sleep 30 & wait");
-    assert_eq!(
-        ended(group, group),
-        WaitStatus::Signaled(group, Signal::SIGKILL, false)
-    );
+    assert_dies_of(group, Signal::SIGKILL);
     assert!(Moment::now() >= term + Duration::from_millis(300));
-    assert_eq!(
-        ended(guard.pid(), group),
-        WaitStatus::Exited(guard.pid(), FIRED)
-    );
+    assert_guard_exits(guard.pid(), FIRED, group);
     // A group that takes the kill signal dies of it.
     let line = Line::new(Signal::SIGTERM);
     let guard = Guard::start(&line).unwrap();
     let term = Moment::now() + Duration::from_millis(100);
     line.move_to(term, term + Duration::from_secs(5));
     let group = spawn_sh(&guard, "sleep 30");
-    assert_eq!(
-        ended(group, group),
-        WaitStatus::Signaled(group, Signal::SIGTERM, false)
-    );
+    assert_dies_of(group, Signal::SIGTERM);
     assert!(Moment::now() >= term);
     assert!(Moment::now() < term + Duration::from_secs(5));
     // Its flag says so at once, before it is done with the group (its SIGKILL is due later).
@@ -179,10 +182,7 @@ fn a_moved_deadline_spares_the_command_even_when_the_guard_was_stopped() {
     );
     assert!(still_running(guard.pid()));
     guard.disarm();
-    assert_eq!(
-        ended(guard.pid(), group),
-        WaitStatus::Exited(guard.pid(), DISARMED)
-    );
+    assert_guard_exits(guard.pid(), DISARMED, group);
     nix::sys::signal::killpg(group, Signal::SIGKILL).unwrap();
     let _ = waitpid(group, None);
 }
@@ -205,16 +205,10 @@ fn when_distlock_kills_the_guard_only_backs_up_its_sigkill() {
         ),
     );
     line.distlock_kills();
-    assert_eq!(
-        ended(group, group),
-        WaitStatus::Signaled(group, Signal::SIGKILL, false)
-    );
+    assert_dies_of(group, Signal::SIGKILL);
     assert!(!log.exists(), "the guard sent the kill signal too");
     assert!(!guard.has_fired());
-    assert_eq!(
-        ended(guard.pid(), group),
-        WaitStatus::Exited(guard.pid(), BACKED_UP)
-    );
+    assert_guard_exits(guard.pid(), BACKED_UP, group);
 }
 
 /// A replacement guard gets the group and the latest deadline before it runs: it fires on
@@ -231,15 +225,9 @@ fn a_replacement_gets_the_group_and_the_latest_deadline_first() {
     let second = Guard::start_watching(&line, group).unwrap();
     // The first guard's end does not disarm its replacement.
     drop(first);
-    assert_eq!(
-        ended(group, group),
-        WaitStatus::Signaled(group, Signal::SIGTERM, false)
-    );
+    assert_dies_of(group, Signal::SIGTERM);
     assert!(Moment::now() >= term);
-    assert_eq!(
-        ended(second.pid(), group),
-        WaitStatus::Exited(second.pid(), FIRED)
-    );
+    assert_guard_exits(second.pid(), FIRED, group);
 }
 
 /// A guard that does not read its pipe (stopped) for thousands of messages is reported,
@@ -311,10 +299,7 @@ fn a_forgotten_group_is_not_signalled() {
     assert!(still_running(group));
     assert!(still_running(guard.pid()));
     guard.disarm();
-    assert_eq!(
-        ended(guard.pid(), group),
-        WaitStatus::Exited(guard.pid(), DISARMED)
-    );
+    assert_guard_exits(guard.pid(), DISARMED, group);
     nix::sys::signal::killpg(group, Signal::SIGKILL).unwrap();
     let _ = waitpid(group, None);
 }

@@ -8,7 +8,7 @@ use super::run_with;
 use crate::config::{CommandConfig, RunConfig};
 use crate::exit::Exit;
 use crate::lock::fake::FakeLock;
-use crate::session::testing::{alone, decided, out, until};
+use crate::session::testing::{alone, decided, out, signal_while_taking, until};
 
 /// `distlock run -k k ARGS...`, decided.
 fn config(args: &[&str]) -> RunConfig {
@@ -68,9 +68,7 @@ fn a_signal_while_taking_releases_the_lock() {
             let lock = FakeLock::new();
             let server = lock.client();
             // SIGTERM comes while the attempt that takes the lock is on its way.
-            server.world().during_attempt = Some(Box::new(|| {
-                nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
-            }));
+            signal_while_taking(&server, nix::sys::signal::Signal::SIGTERM);
             let exit = run_with(config(&["--", "true"]), Box::new(lock), &out()).unwrap();
             assert_eq!(exit, Exit::Signal(libc::SIGTERM));
             assert_eq!(server.world().attempts.len(), 1);

@@ -1,14 +1,26 @@
 //! Breaking the holders of a lock: all that were shown, or the one `--holder` names, after
 //! consent; each by the token that was shown.
 
+use std::ops::ControlFlow;
+
 use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{Lock, Ownership, Token};
 use crate::output::{Ev, Msg, Output};
 
-use super::{Consent, plural, release};
+use super::{Consent, Target, agreed, by_id, end, failed, plural};
 use crate::commands::inspect::view::{Shown, View, who};
+
+impl Target for Shown<'_> {
+    fn token(&self) -> Option<&str> {
+        Shown::token(self)
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+}
 
 /// Break the holders of `view` that `holder` (an id prefix) selects, or all of them.
 pub fn break_holders(
@@ -21,53 +33,23 @@ pub fn break_holders(
 ) -> Result<Exit, Error> {
     let key = crate::text::quote(view.name.key());
     if view.holders.is_empty() {
-        out.notice(
-            Ev::Free,
-            Msg::new(format!("lock {key} is free; nothing to break")).exit(Code::Free.get()),
-        );
-        return Ok(Exit::from(Code::Free));
+        let free = Msg::new(format!("lock {key} is free; nothing to break"));
+        return Ok(end(out, Ev::Free, free, Code::Free));
     }
     let targets: Vec<&Shown<'_>> = match holder {
         None => view.holders.iter().collect(),
-        Some(prefix) => {
-            let matching: Vec<&Shown<'_>> = view
-                .holders
-                .iter()
-                .filter(|shown| shown.token().is_some_and(|t| t.starts_with(prefix)))
-                .collect();
-            let id = crate::text::quote(prefix);
-            match matching.as_slice() {
-                [] => {
-                    out.notice(
-                        Ev::NoSuchHolder,
-                        Msg::new(format!(
-                            "no holder of lock {key} has the id {id}; nothing was broken (its {}: {})",
-                            plural(view.holders.len(), "holder is", "holders are"),
-                            view.id_list()
-                        ))
-                        .exit(Code::Free.get()),
-                    );
-                    return Ok(Exit::from(Code::Free));
-                }
-                [_] => matching,
-                several => {
-                    let ids: Vec<String> = several
-                        .iter()
-                        .map(|shown| {
-                            shown
-                                .id
-                                .as_deref()
-                                .map_or("?".into(), crate::text::sanitize)
-                        })
-                        .collect();
-                    return Err(Error::Usage(format!(
-                        "the id {id} matches {} holders of lock {key} ({}); give more of the id",
-                        several.len(),
-                        ids.join(", ")
-                    )));
-                }
+        Some(prefix) => match by_id(&view.holders, prefix, "holders", &key)? {
+            Some(one) => vec![one],
+            None => {
+                let nobody = Msg::new(format!(
+                    "no holder of lock {key} has the id {}; nothing was broken (its {}: {})",
+                    crate::text::quote(prefix),
+                    plural(view.holders.len(), "holder is", "holders are"),
+                    view.id_list()
+                ));
+                return Ok(end(out, Ev::NoSuchHolder, nobody, Code::Free));
             }
-        }
+        },
     };
     let mut tokens = Vec::with_capacity(targets.len());
     for shown in &targets {
@@ -86,38 +68,24 @@ pub fn break_holders(
             view.id_list()
         ),
     };
-    match consent {
-        Consent::Given => {}
-        Consent::Impossible => {
-            return Err(Error::Usage(format!(
-                "refusing to break {what} without --yes: there is no terminal to ask on"
-            )));
-        }
-        Consent::Ask(ask) => {
-            let question = match (targets.as_slice(), semaphore) {
-                ([_], false) => "Break it? Its holder loses it (distlock run terminates its \
-                                 command at the next renewal)."
-                    .to_owned(),
-                ([one], true) => format!(
-                    "Break {} ({})? It loses its slot (distlock run terminates its command at \
-                     the next renewal).",
-                    one.named(),
-                    who(one.held)
-                ),
-                (all, _) => format!(
-                    "Break all {} holders? Each loses its slot (distlock run terminates its \
-                     command at the next renewal).",
-                    all.len()
-                ),
-            };
-            if !ask(&format!("{}{question} [y/N] ", view.text())) {
-                out.notice(
-                    Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
-                );
-                return Ok(Exit::from(Code::Free));
-            }
-        }
+    let question = || match (targets.as_slice(), semaphore) {
+        ([_], false) => "Break it? Its holder loses it (distlock run terminates its command at \
+                         the next renewal)."
+            .to_owned(),
+        ([one], true) => format!(
+            "Break {} ({})? It loses its slot (distlock run terminates its command at the next \
+             renewal).",
+            one.named(),
+            who(one.held)
+        ),
+        (all, _) => format!(
+            "Break all {} holders? Each loses its slot (distlock run terminates its command at \
+             the next renewal).",
+            all.len()
+        ),
+    };
+    if let ControlFlow::Break(declined) = agreed(consent, &what, question, view, &key, out)? {
+        return Ok(declined);
     }
     let it = if semaphore { "its slot" } else { "it" };
     let next = match view.waiters.len() {
@@ -132,15 +100,11 @@ pub fn break_holders(
         } else {
             format!("lock {key}")
         };
-        return match release(lock, token, budget, &key)? {
+        let release = lock.release(token, &budget());
+        return Ok(match release.map_err(|e| failed(lock, &key, e))? {
             Ownership::Held => {
-                out.notice(
-                    Ev::Broken,
-                    Msg::new(format!("broke {named} ({}){next}", one.held.summary()))
-                        .holder(one.held.who())
-                        .exit(Code::Success.get()),
-                );
-                Ok(Exit::from(Code::Success))
+                let broke = Msg::new(format!("broke {named} ({}){next}", one.held.summary()));
+                end(out, Ev::Broken, broke.holder(one.held.who()), Code::Success)
             }
             Ownership::NotHeld => {
                 let changed = if semaphore {
@@ -148,17 +112,15 @@ pub fn break_holders(
                 } else {
                     format!("lock {key} changed hands or was released meanwhile")
                 };
-                out.notice(
-                    Ev::NotBroken,
-                    Msg::new(format!("{changed}; nothing was broken")).exit(Code::Free.get()),
-                );
-                Ok(Exit::from(Code::Free))
+                let kept = Msg::new(format!("{changed}; nothing was broken"));
+                end(out, Ev::NotBroken, kept, Code::Free)
             }
-        };
+        });
     }
     let mut broken = 0;
     for (shown, token) in targets.iter().zip(&tokens) {
-        match release(lock, token, budget, &key)? {
+        let release = lock.release(token, &budget());
+        match release.map_err(|e| failed(lock, &key, e))? {
             Ownership::Held => {
                 broken += 1;
                 out.notice(
@@ -181,28 +143,20 @@ pub fn break_holders(
         }
     }
     if broken == 0 {
-        out.notice(
-            Ev::NotBroken,
-            Msg::new(format!(
-                "none of the {} holders shown still held lock {key}; nothing was broken",
-                targets.len()
-            ))
-            .exit(Code::Free.get()),
-        );
-        return Ok(Exit::from(Code::Free));
+        let none = Msg::new(format!(
+            "none of the {} holders shown still held lock {key}; nothing was broken",
+            targets.len()
+        ));
+        return Ok(end(out, Ev::NotBroken, none, Code::Free));
     }
     let slots = if view.waiters.is_empty() {
         String::new()
     } else {
         "; the slots pass to the waiters in line".to_owned()
     };
-    out.notice(
-        Ev::Broken,
-        Msg::new(format!(
-            "broke {broken} of the {} holders of lock {key}{slots}",
-            targets.len()
-        ))
-        .exit(Code::Success.get()),
-    );
-    Ok(Exit::from(Code::Success))
+    let broke = Msg::new(format!(
+        "broke {broken} of the {} holders of lock {key}{slots}",
+        targets.len()
+    ));
+    Ok(end(out, Ev::Broken, broke, Code::Success))
 }

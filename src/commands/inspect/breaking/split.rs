@@ -1,13 +1,15 @@
 //! Breaking a Redlock's split: every token that some node holds (or the one `--holder`
 //! names), after consent, each released on every node by the same token compare.
 
+use std::ops::ControlFlow;
+
 use crate::backend::Budget;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{HeldBy, Lock, Token};
 use crate::output::{Ev, Msg, Output};
 
-use super::{Consent, plural};
+use super::{Consent, Target, agreed, by_id, end, failed, plural};
 use crate::commands::inspect::view::{View, short_ids, who};
 
 /// A token that nodes of a split hold.
@@ -22,6 +24,16 @@ struct Splinter<'a> {
     nodes: Vec<&'a str>,
 }
 
+impl Target for Splinter<'_> {
+    fn token(&self) -> Option<&str> {
+        Some(self.token)
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+}
+
 impl Splinter<'_> {
     /// `3f2a9c1e (held by ci-7 pid 12) on 1 of the 3 nodes: redis://a`, for messages.
     fn describe(&self, of: usize) -> String {
@@ -32,7 +44,7 @@ impl Splinter<'_> {
             .collect();
         format!(
             "{} (held by {}) on {} of the {of} nodes: {}",
-            self.id.as_deref().map_or("?".into(), crate::text::sanitize),
+            self.shown_id(),
             who(self.held),
             self.nodes.len(),
             nodes.join(" ")
@@ -81,52 +93,27 @@ pub fn break_split(
             .join("; ")
     };
     if splinters.is_empty() {
-        out.notice(
-            Ev::NotBroken,
-            Msg::new(format!(
-                "lock {key} is split, but no node that answered holds a token to release; \
-                 nothing was broken"
-            ))
-            .exit(Code::Free.get()),
-        );
-        return Ok(Exit::from(Code::Free));
+        let none = Msg::new(format!(
+            "lock {key} is split, but no node that answered holds a token to release; nothing \
+             was broken"
+        ));
+        return Ok(end(out, Ev::NotBroken, none, Code::Free));
     }
     let targets: Vec<&Splinter<'_>> = match holder {
         None => splinters.iter().collect(),
-        Some(prefix) => {
-            let matching: Vec<&Splinter<'_>> = splinters
-                .iter()
-                .filter(|s| s.token.starts_with(prefix))
-                .collect();
-            let id = crate::text::quote(prefix);
-            match matching.as_slice() {
-                [] => {
-                    out.notice(
-                        Ev::NoSuchHolder,
-                        Msg::new(format!(
-                            "no node of lock {key} holds a token with the id {id}; nothing was \
-                             broken (the split lock's {}: {})",
-                            plural(splinters.len(), "token is", "tokens are"),
-                            all()
-                        ))
-                        .exit(Code::Free.get()),
-                    );
-                    return Ok(Exit::from(Code::Free));
-                }
-                [_] => matching,
-                several => {
-                    let ids: Vec<String> = several
-                        .iter()
-                        .map(|s| s.id.as_deref().map_or("?".into(), crate::text::sanitize))
-                        .collect();
-                    return Err(Error::Usage(format!(
-                        "the id {id} matches {} tokens of lock {key} ({}); give more of the id",
-                        several.len(),
-                        ids.join(", ")
-                    )));
-                }
+        Some(prefix) => match by_id(&splinters, prefix, "tokens", &key)? {
+            Some(one) => vec![one],
+            None => {
+                let nowhere = Msg::new(format!(
+                    "no node of lock {key} holds a token with the id {}; nothing was broken (the \
+                     split lock's {}: {})",
+                    crate::text::quote(prefix),
+                    plural(splinters.len(), "token is", "tokens are"),
+                    all()
+                ));
+                return Ok(end(out, Ev::NoSuchHolder, nowhere, Code::Free));
             }
-        }
+        },
     };
     let what = match targets.as_slice() {
         [one] => format!("the split lock {key} (token {})", one.describe(of)),
@@ -140,38 +127,25 @@ pub fn break_split(
                 .join("; ")
         ),
     };
-    match consent {
-        Consent::Given => {}
-        Consent::Impossible => {
-            return Err(Error::Usage(format!(
-                "refusing to break {what} without --yes: there is no terminal to ask on"
-            )));
-        }
-        Consent::Ask(ask) => {
-            let them = match targets.len() {
-                1 => "its token on every node that holds it".to_owned(),
-                n => format!("all {n} tokens, each on every node that holds it"),
-            };
-            let question = format!(
-                "Release {them}? No holder has a majority, so nobody holds the lock, and nobody \
-                 can take it until the nodes' locks expire; releasing frees it now (a distlock \
-                 run among the holders terminates its command at its next renewal)."
-            );
-            if !ask(&format!("{}{question} [y/N] ", view.text())) {
-                out.notice(
-                    Ev::Declined,
-                    Msg::new(format!("lock {key} was not broken")).exit(Code::Free.get()),
-                );
-                return Ok(Exit::from(Code::Free));
-            }
-        }
+    let question = || {
+        let them = match targets.len() {
+            1 => "its token on every node that holds it".to_owned(),
+            n => format!("all {n} tokens, each on every node that holds it"),
+        };
+        format!(
+            "Release {them}? No holder has a majority, so nobody holds the lock, and nobody \
+             can take it until the nodes' locks expire; releasing frees it now (a distlock \
+             run among the holders terminates its command at its next renewal)."
+        )
+    };
+    if let ControlFlow::Break(declined) = agreed(consent, &what, question, view, &key, out)? {
+        return Ok(declined);
     }
     let mut broken = 0;
     for splinter in &targets {
         let token = Token::from_text(splinter.token);
-        let held = lock
-            .release_anywhere(&token, &budget())
-            .map_err(|e| Error::redis(format!("cannot break lock {key}"), lock.describe(), e))?;
+        let release = lock.release_anywhere(&token, &budget());
+        let held = release.map_err(|e| failed(lock, &key, e))?;
         match held {
             1.. => {
                 broken += 1;
@@ -199,29 +173,21 @@ pub fn break_split(
         }
     }
     if broken == 0 {
-        out.notice(
-            Ev::NotBroken,
-            Msg::new(format!(
-                "none of the {} tokens shown was still held on a node of lock {key}; nothing was \
-                 broken",
-                targets.len()
-            ))
-            .exit(Code::Free.get()),
-        );
-        return Ok(Exit::from(Code::Free));
+        let none = Msg::new(format!(
+            "none of the {} tokens shown was still held on a node of lock {key}; nothing was \
+             broken",
+            targets.len()
+        ));
+        return Ok(end(out, Ev::NotBroken, none, Code::Free));
     }
-    out.notice(
-        Ev::Broken,
-        Msg::new(format!(
-            "broke the split lock {key}: released {broken} of the {} {} its nodes held",
-            targets.len(),
-            if targets.len() == 1 {
-                "token"
-            } else {
-                "tokens"
-            }
-        ))
-        .exit(Code::Success.get()),
-    );
-    Ok(Exit::from(Code::Success))
+    let broke = Msg::new(format!(
+        "broke the split lock {key}: released {broken} of the {} {} its nodes held",
+        targets.len(),
+        if targets.len() == 1 {
+            "token"
+        } else {
+            "tokens"
+        }
+    ));
+    Ok(end(out, Ev::Broken, broke, Code::Success))
 }

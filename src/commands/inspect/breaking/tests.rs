@@ -3,10 +3,12 @@
 use super::*;
 use std::time::{Duration, SystemTime};
 
+use crate::backend::Budget;
 use crate::commands::inspect::view::View;
-use crate::exit::Exit;
+use crate::commands::inspect::view::fixtures::{agreed, holding, split};
 use crate::lock::fake::FakeLock;
-use crate::output::{Format, Level, Output};
+use crate::lock::{LockName, LockState, Survey, Token};
+use crate::output::{Format, Level};
 
 const A: &str = "3f2a9c1e-0000-4000-8000-000000000001";
 const B: &str = "3f2a9d00-0000-4000-8000-000000000002";
@@ -20,8 +22,8 @@ fn budget() -> Budget {
     Budget::within(Duration::from_secs(1))
 }
 
-/// A semaphore of 3 held by A, B and C, and the state `status` would show.
-fn pool() -> (FakeLock, crate::lock::LockState) {
+/// A semaphore of 3 held by A, B and C, and what `status` would show.
+fn pool() -> (FakeLock, Survey) {
     let lock = FakeLock::new();
     for token in [A, B, C] {
         lock.hold(token, 3, Duration::from_secs(60));
@@ -34,7 +36,7 @@ fn pool() -> (FakeLock, crate::lock::LockState) {
             .position(|t| held.token.as_deref() == Some(*t))
             .map(|i| i as u64);
     }
-    (lock, state)
+    (lock, agreed(state))
 }
 
 fn holders(lock: &FakeLock) -> Vec<String> {
@@ -43,15 +45,22 @@ fn holders(lock: &FakeLock) -> Vec<String> {
     tokens
 }
 
+/// Break what `survey` shows of the fake lock as `distlock break` does: the tokens of a split,
+/// or else the holders.
 fn brk(
     lock: &FakeLock,
-    state: &crate::lock::LockState,
+    survey: &Survey,
     holder: Option<&str>,
     consent: Consent<'_>,
 ) -> Result<Exit, Error> {
-    let name = crate::lock::LockName::new("fake:", "k");
-    let view = View::new(&name, state, SystemTime::now());
-    break_holders(
+    let name = LockName::new("fake:", "k");
+    let view = View::surveyed(&name, survey, SystemTime::now());
+    let breaks = if view.split {
+        break_split
+    } else {
+        break_holders
+    };
+    breaks(
         &mut lock.client(),
         &view,
         holder,
@@ -59,6 +68,21 @@ fn brk(
         &budget,
         &quiet(),
     )
+}
+
+/// Break as [`brk`] does, answering no: how it ended, and the question.
+fn declined(
+    lock: &FakeLock,
+    survey: &Survey,
+    holder: Option<&str>,
+) -> (Result<Exit, Error>, String) {
+    let mut asked = String::new();
+    let mut no = |text: &str| {
+        asked = text.to_owned();
+        false
+    };
+    let ended = brk(lock, survey, holder, Consent::Ask(&mut no));
+    (ended, asked)
 }
 
 #[test]
@@ -73,7 +97,7 @@ fn one_holder_by_its_id() {
     let state = {
         let mut s = lock.client().inspect(&budget()).unwrap();
         s.holders.iter_mut().for_each(|h| h.fence = Some(1));
-        s
+        agreed(s)
     };
     assert_eq!(
         brk(&lock, &state, Some("9b07"), Consent::Given).unwrap(),
@@ -128,15 +152,8 @@ fn all_holders_shown_and_only_those() {
 #[test]
 fn the_question_shows_the_holders_and_no_means_no() {
     let (lock, state) = pool();
-    let mut asked = String::new();
-    let mut no = |text: &str| {
-        asked = text.to_owned();
-        false
-    };
-    assert_eq!(
-        brk(&lock, &state, None, Consent::Ask(&mut no)).unwrap(),
-        Exit::Code(1)
-    );
+    let (ended, asked) = declined(&lock, &state, None);
+    assert_eq!(ended.unwrap(), Exit::Code(1));
     assert!(
         asked.starts_with("lock \"k\" is held: 3 of 3 slots"),
         "{asked}"
@@ -162,7 +179,7 @@ fn the_question_shows_the_holders_and_no_means_no() {
 #[test]
 fn a_free_lock_has_nothing_to_break() {
     let lock = FakeLock::new();
-    let state = crate::lock::LockState::default();
+    let state = agreed(LockState::default());
     assert_eq!(
         brk(&lock, &state, None, Consent::Impossible).unwrap(),
         Exit::Code(1)
@@ -175,65 +192,32 @@ fn a_free_lock_has_nothing_to_break() {
 
 /// A split over three nodes: A on the first, B on the second, the third free; the fake
 /// holds both tokens (as slots of 2, so that it keeps both).
-fn split() -> (FakeLock, crate::lock::Survey) {
-    use crate::lock::{NodeView, Survey};
+fn split_ab() -> (FakeLock, Survey) {
     let lock = FakeLock::new();
     lock.hold(A, 2, Duration::from_secs(60));
     lock.hold(B, 2, Duration::from_secs(60));
     let state = lock.client().inspect(&budget()).unwrap();
-    let on = |token: &str| crate::lock::LockState {
-        holders: state
+    let on = |token: &str| {
+        let held = state
             .holders
             .iter()
-            .filter(|h| h.token.as_deref() == Some(token))
-            .cloned()
-            .collect(),
-        limit: 1,
-        waiters: Vec::new(),
+            .filter(|h| h.token.as_deref() == Some(token));
+        Ok(holding(held.cloned().collect()))
     };
-    let survey = Survey {
-        agreed: None,
-        nodes: vec![
-            NodeView {
-                address: "redis://a".into(),
-                state: Ok(on(A)),
-            },
-            NodeView {
-                address: "redis://b".into(),
-                state: Ok(on(B)),
-            },
-            NodeView {
-                address: "redis://c".into(),
-                state: Ok(crate::lock::LockState::default()),
-            },
-        ],
-    };
+    let survey = split(vec![
+        ("redis://a", on(A)),
+        ("redis://b", on(B)),
+        ("redis://c", Ok(LockState::default())),
+    ]);
+    let name = LockName::new("fake:", "k");
+    assert!(View::surveyed(&name, &survey, SystemTime::now()).split);
     (lock, survey)
-}
-
-fn brk_split(
-    lock: &FakeLock,
-    survey: &crate::lock::Survey,
-    holder: Option<&str>,
-    consent: Consent<'_>,
-) -> Result<Exit, Error> {
-    let name = crate::lock::LockName::new("fake:", "k");
-    let view = View::surveyed(&name, survey, SystemTime::now());
-    assert!(view.split);
-    break_split(
-        &mut lock.client(),
-        &view,
-        holder,
-        consent,
-        &budget,
-        &quiet(),
-    )
 }
 
 #[test]
 fn a_split_releases_every_token_a_node_holds_after_consent() {
-    let (lock, survey) = split();
-    match brk_split(&lock, &survey, None, Consent::Impossible) {
+    let (lock, survey) = split_ab();
+    match brk(&lock, &survey, None, Consent::Impossible) {
         Err(Error::Usage(msg)) => {
             assert!(msg.starts_with("refusing to break the split lock \"k\" (2 tokens: "));
             assert!(
@@ -245,41 +229,34 @@ fn a_split_releases_every_token_a_node_holds_after_consent() {
         }
         other => panic!("expected a usage error, got {other:?}"),
     }
-    let mut asked = String::new();
-    let mut no = |text: &str| {
-        asked = text.to_owned();
-        false
-    };
-    assert_eq!(
-        brk_split(&lock, &survey, None, Consent::Ask(&mut no)).unwrap(),
-        Exit::Code(1)
-    );
+    let (ended, asked) = declined(&lock, &survey, None);
+    assert_eq!(ended.unwrap(), Exit::Code(1));
     assert!(asked.starts_with("lock \"k\" is split"), "{asked}");
     assert!(asked.contains("Release all 2 tokens"), "{asked}");
     assert_eq!(holders(&lock), [A, B]);
     // An id names one token; an id of both is refused; an unknown one breaks nothing.
     assert!(matches!(
-        brk_split(&lock, &survey, Some("3f2a9"), Consent::Given),
+        brk(&lock, &survey, Some("3f2a9"), Consent::Given),
         Err(Error::Usage(_))
     ));
     assert_eq!(
-        brk_split(&lock, &survey, Some("ffff"), Consent::Given).unwrap(),
+        brk(&lock, &survey, Some("ffff"), Consent::Given).unwrap(),
         Exit::Code(1)
     );
     assert_eq!(
-        brk_split(&lock, &survey, Some("3f2a9d"), Consent::Given).unwrap(),
+        brk(&lock, &survey, Some("3f2a9d"), Consent::Given).unwrap(),
         Exit::Code(0)
     );
     assert_eq!(holders(&lock), [A]);
     // All: A is released, B is gone already (not an error).
     assert_eq!(
-        brk_split(&lock, &survey, None, Consent::Given).unwrap(),
+        brk(&lock, &survey, None, Consent::Given).unwrap(),
         Exit::Code(0)
     );
     assert!(holders(&lock).is_empty());
     // Nothing of what was shown is left: 1.
     assert_eq!(
-        brk_split(&lock, &survey, None, Consent::Given).unwrap(),
+        brk(&lock, &survey, None, Consent::Given).unwrap(),
         Exit::Code(1)
     );
 }

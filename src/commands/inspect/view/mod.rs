@@ -10,6 +10,8 @@
 //! This file builds the view (ids included); `text.rs` renders it for people, `json.rs` for
 //! scripts.
 
+#[cfg(test)]
+pub mod fixtures;
 mod json;
 #[cfg(test)]
 mod tests;

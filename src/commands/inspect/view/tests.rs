@@ -43,6 +43,12 @@ fn waiting(pid: u32, note: Option<&str>, waited: u64, limit: u32) -> Waiting {
     }
 }
 
+/// That `view`'s row in `list` is `row`.
+#[track_caller]
+fn assert_row(view: &View<'_>, row: [&str; 6]) {
+    assert_eq!(view.row(), row.map(String::from));
+}
+
 fn semaphore() -> LockState {
     LockState {
         // As Redis lists them: soonest expiry first, not the order of the grants.
@@ -92,9 +98,9 @@ fn a_semaphore_shows_every_holder_by_id_and_the_line_in_order() {
          \x20 1. ci-8, pid 31, waiting for 12s (since 2026-11-23T09:59:48Z); note \"batch 3\"; CI job https://ci/job/31\n\
          \x20 2. ci-8, pid 32, waiting for 3s (since 2026-11-23T09:59:57Z)\n"
     );
-    assert_eq!(
-        view.row(),
-        ["pool", "2/2 ci-7:11", "1m 5s", "28.6s", "2", "batch 1"].map(String::from)
+    assert_row(
+        &view,
+        ["pool", "2/2 ci-7:11", "1m 5s", "28.6s", "2", "batch 1"],
     );
 }
 
@@ -123,10 +129,7 @@ fn a_mutex_keeps_its_layout_plus_its_fence() {
     };
     let view = View::new(&name, &free, now());
     assert!(view.text().starts_with("lock \"m\" is free\n1 waiting:\n"));
-    assert_eq!(
-        view.row(),
-        ["m", "(free)", "-", "-", "1", ""].map(String::from)
-    );
+    assert_row(&view, ["m", "(free)", "-", "-", "1", ""]);
 }
 
 #[test]
@@ -157,30 +160,17 @@ fn json_keeps_the_mutex_fields_and_adds_holders_and_the_line() {
 
 #[test]
 fn a_split_shows_each_node_and_no_holder() {
-    use crate::lock::NodeView;
+    use super::fixtures::{agreed, holding, split};
     let name = LockName::new("distlock:", "sp");
-    let one = |token: &str, fence| LockState {
-        holders: vec![held(token, fence, 11, "n", 5)],
-        limit: 1,
-        waiters: Vec::new(),
-    };
-    let survey = Survey {
-        agreed: None,
-        nodes: vec![
-            NodeView {
-                address: "redis://a:6379".into(),
-                state: Ok(one("3f2a9c1e-0000-4000-8000-000000000001", 7)),
-            },
-            NodeView {
-                address: "redis://b:6379".into(),
-                state: Ok(LockState::default()),
-            },
-            NodeView {
-                address: "redis://c:6379".into(),
-                state: Err("cannot connect\x1b[2J".into()),
-            },
-        ],
-    };
+    let held_on = |token: &str, fence| Ok(holding(vec![held(token, fence, 11, "n", 5)]));
+    let survey = split(vec![
+        (
+            "redis://a:6379",
+            held_on("3f2a9c1e-0000-4000-8000-000000000001", 7),
+        ),
+        ("redis://b:6379", Ok(LockState::default())),
+        ("redis://c:6379", Err("cannot connect\x1b[2J".into())),
+    ]);
     let view = View::surveyed(&name, &survey, now());
     let text = view.text();
     assert!(
@@ -207,10 +197,7 @@ fn a_split_shows_each_node_and_no_holder() {
     assert!(v["nodes"][2]["error"].is_string());
     assert!(v["nodes"][2].get("held").is_none());
     // One server: neither field, as before.
-    let single = Survey {
-        agreed: Some(LockState::default()),
-        nodes: Vec::new(),
-    };
+    let single = agreed(LockState::default());
     let v = serde_json::to_value(View::surveyed(&name, &single, now()).json()).unwrap();
     assert!(v.get("split").is_none() && v.get("nodes").is_none(), "{v}");
 }

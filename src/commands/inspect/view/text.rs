@@ -127,27 +127,18 @@ impl View<'_> {
         if let (Some(cool), HolderTtl::Expires(left)) = (&held.cooldown, held.ttl) {
             // The run is over: when it started and ended, and when the next may start.
             if let Some(ran_for) = held.held_for {
-                let since = self
-                    .since(ran_for)
-                    .map(|a| format!(" (at {a})"))
-                    .unwrap_or_default();
+                let since = aside("at", self.since(ran_for));
                 row(
                     "started",
                     format!("{} ago{since}", crate::text::duration(ran_for)),
                 );
             }
-            let ended = self
-                .since(cool.ended_ago)
-                .map(|a| format!(" (at {a})"))
-                .unwrap_or_default();
+            let ended = aside("at", self.since(cool.ended_ago));
             row(
                 "ended",
                 format!("{} ago{ended}", crate::text::duration(cool.ended_ago)),
             );
-            let free_at = self
-                .until(left)
-                .map(|a| format!(" (at {a})"))
-                .unwrap_or_default();
+            let free_at = aside("at", self.until(left));
             row(
                 "next run",
                 format!(
@@ -158,10 +149,7 @@ impl View<'_> {
             );
         } else {
             if let Some(held_for) = held.held_for {
-                let since = self
-                    .since(held_for)
-                    .map(|a| format!(" (since {a})"))
-                    .unwrap_or_default();
+                let since = aside("since", self.since(held_for));
                 row(
                     "held for",
                     format!("{}{since}", crate::text::duration(held_for)),
@@ -289,4 +277,12 @@ impl View<'_> {
             ),
         ]
     }
+}
+
+/// ` (at 2026-11-23T09:58:55Z)`: an instant in parentheses after `word`, or nothing when the
+/// clock could not place it.
+fn aside(word: &str, instant: Option<String>) -> String {
+    instant
+        .map(|a| format!(" ({word} {a})"))
+        .unwrap_or_default()
 }
