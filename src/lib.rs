@@ -19,10 +19,13 @@
 //! * [`commands`]: one function per subcommand (`inspect/`: status, list, break);
 //!   [`session`]: what `run` and `acquire` share, given an open lock (`reenter.rs`, `take.rs`);
 //! * [`config`]: every decision that involves defaults or more than one flag (`topology.rs`
-//!   builds where the locks live; `origins.rs` remembers who set each value);
+//!   builds where the locks live; `origins.rs` remembers who set each value; `history.rs`
+//!   the history commands and `--history`);
 //! * [`cli`]: what the user may type (the one source of help, man pages, completions: `mod.rs`
 //!   the top level, `args.rs` each subcommand, `values.rs` single values), and how a refused
-//!   command line is reported (`usage.rs`);
+//!   command line is reported (`usage.rs`); `history.rs`: the arguments of log and stats;
+//! * [`history`]: `distlock log` and `distlock stats`, reading what the scripts recorded (on a
+//!   Redlock, what a majority did); the recording itself is [`lock::history`]'s;
 //! * [`error`]: typed errors that decide exit codes;
 //! * [`child`]: the process group, the terminal and supervision; `child/guard/`: the guard
 //!   process that kills the group if distlock dies or stalls;
@@ -32,7 +35,8 @@
 //!   thread waits on (signals, release notifications, renewals);
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface: `protocol.rs` (what
 //!   every lock says to one server), `single.rs`, `redlock/` (its majority rules and refusals),
-//!   `topology.rs` (opening, listing, what a deployment refuses), `fake.rs` (for unit tests);
+//!   `topology.rs` (opening, listing, what a deployment refuses), `history.rs` (what the
+//!   scripts record into a lock's history, and a loss), `fake.rs` (for unit tests);
 //! * [`backend`]: the only module that names redis-rs types; `backend/route/` finds the server
 //!   (fixed, Cluster, Sentinel);
 //! * [`envfile`]: the `NAME=value` file `acquire --env-file` hands a lock to later CI steps in;
