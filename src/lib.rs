@@ -82,17 +82,31 @@ pub fn main() -> ! {
         .skip(1)
         .take_while(|a| *a != "--")
         .any(|a| a == "-h" || a == "--help" || a == "help");
-    let mut command = if wants_docs {
-        cli::documented_command()
-    } else {
-        <cli::Cli as clap::CommandFactory>::command()
+    let parse = |command: &mut clap::Command| {
+        command.try_get_matches_from_mut(&args).and_then(|m| {
+            let cli = <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
+            Ok((cli, config::Origins::of(command, &m)))
+        })
     };
-    let (cli, origins) = match command.try_get_matches_from_mut(&args).and_then(|m| {
-        let cli = <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
-        Ok((cli, config::Origins::of(&command, &m)))
-    }) {
-        Ok(parsed) => parsed,
-        Err(err) => cli::usage::usage_error(err, &command, &args),
+    // `distlock run ...` is parsed with the run subcommand alone (see `cli::run_command`);
+    // anything it does not accept (help, --version, a mistake) goes to the full command,
+    // which says it as it always did.
+    let fast = (!wants_docs && args.get(1).is_some_and(|a| a == "run"))
+        .then(|| parse(&mut cli::run_command()).ok())
+        .flatten();
+    let (cli, origins) = match fast {
+        Some(parsed) => parsed,
+        None => {
+            let mut command = if wants_docs {
+                cli::documented_command()
+            } else {
+                <cli::Cli as clap::CommandFactory>::command()
+            };
+            match parse(&mut command) {
+                Ok(parsed) => parsed,
+                Err(err) => cli::usage::usage_error(err, &command, &args),
+            }
+        }
     };
     let mut out = config::output_for(&cli);
     let result = Config::from_cli(cli, &origins).and_then(|cfg| {

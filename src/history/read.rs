@@ -3,7 +3,6 @@
 //! each node recorded what it granted and an event counts once a majority recorded it.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
 use std::time::Instant;
 
 use crate::backend::{BackendError, Connector, NoQuorum, Reply, Script};
@@ -12,9 +11,9 @@ use crate::lock::{LockName, Topology};
 use super::event::Event;
 
 /// Read a history stream (see `lua/read.lua`).
-static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/read.lua")));
+static READ: Script = Script::new(include_str!("lua/read.lua"));
 /// Delete a history (see `lua/clear.lua`).
-static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/clear.lua")));
+static CLEAR: Script = Script::new(include_str!("lua/clear.lua"));
 
 /// Copies of one event on different nodes of a Redlock are this close in time (ms) at most.
 const SAME_EVENT_WITHIN_MS: u64 = 10_000;

@@ -6,7 +6,7 @@
 //! global `--history`, `run` before its release, `break`), so that the engine's signatures stay
 //! as they are.
 
-use std::sync::{LazyLock, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{Holder, LockName, Token, Topology};
@@ -27,12 +27,10 @@ static OUTCOME: Mutex<Option<String>> = Mutex::new(None);
 static BREAKER: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
 
 /// The lost-event script (see `lua/lost.lua`).
-static LOST: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("lua/history.lua"),
-        include_str!("lua/lost.lua")
-    ))
-});
+static LOST: Script = Script::new(concat!(
+    include_str!("lua/history.lua"),
+    include_str!("lua/lost.lua")
+));
 
 /// Keep the history of every lock this process takes for `duration` after its last event
 /// (`--history`, `DISTLOCK_HISTORY`), or only record into histories that exist (`None`).

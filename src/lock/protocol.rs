@@ -19,7 +19,6 @@
 //! dead waiter costs the line at most [`TAKEUP`] (3s; none once its place lapsed, 6s after its
 //! last refresh), and a lost wake-up at most [`REFRESH`] (2s).
 
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -32,34 +31,30 @@ use crate::lock::holder::Holder;
 
 macro_rules! script {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("lua/protocol.lua"),
-                include_str!("lua/history.lua"),
-                include_str!("lua/common.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
+        Script::new(concat!(
+            include_str!("lua/protocol.lua"),
+            include_str!("lua/history.lua"),
+            include_str!("lua/common.lua"),
+            include_str!(concat!("lua/", $file))
+        ))
     };
     // Without the protocol check: a script that touches only the keys of a lock it holds (by
     // token compare), which a newer layout cannot give it, and that must go through a Cluster
     // slot migration, where reading a key that does not exist fails (see `lua/common.lua`).
     ($file:literal, holder only) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("lua/history.lua"),
-                include_str!("lua/common.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
+        Script::new(concat!(
+            include_str!("lua/history.lua"),
+            include_str!("lua/common.lua"),
+            include_str!(concat!("lua/", $file))
+        ))
     };
 }
 
-pub static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
-pub static RENEW: LazyLock<Script> = script!("renew.lua", holder only);
-pub static RELEASE: LazyLock<Script> = script!("release.lua");
-pub static INSPECT: LazyLock<Script> = script!("inspect.lua");
-pub static HOLDS: LazyLock<Script> = script!("holds.lua");
+pub static ACQUIRE: Script = script!("acquire.lua");
+pub static RENEW: Script = script!("renew.lua", holder only);
+pub static RELEASE: Script = script!("release.lua");
+pub static INSPECT: Script = script!("inspect.lua");
+pub static HOLDS: Script = script!("holds.lua");
 
 /// How long a place in line lasts without another attempt (on the Redis server's clock): it
 /// survives two missed refreshes (a slow request), and then a dead waiter leaves the line.
@@ -390,5 +385,20 @@ pub fn ownership(reply: &[Reply]) -> Result<Ownership, BackendError> {
         [Reply::Int(1)] => Ok(Ownership::Held),
         [Reply::Int(0)] => Ok(Ownership::NotHeld),
         other => Err(unexpected("release", other)),
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+
+    #[test]
+    fn every_script_has_the_hash_redis_gives_it() {
+        for script in [&ACQUIRE, &RENEW, &RELEASE, &INSPECT, &HOLDS] {
+            assert_eq!(
+                script.hash(),
+                redis::Script::new(script.source()).get_hash()
+            );
+        }
     }
 }

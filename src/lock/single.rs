@@ -6,7 +6,6 @@
 //! the releases written behind lost requests, `--replicas`, and the Sentinel re-check before
 //! a write.
 
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
@@ -75,7 +74,7 @@ impl SingleNode {
     /// arguments, so it may be sent again when its reply is lost).
     fn eval(
         &mut self,
-        script: &'static LazyLock<Script>,
+        script: &'static Script,
         args: Vec<Vec<u8>>,
         budget: &Budget,
     ) -> Result<Vec<Reply>, BackendError> {
@@ -85,7 +84,7 @@ impl SingleNode {
     /// As [`SingleNode::eval`], declaring only `keys`.
     fn eval_keys(
         &mut self,
-        script: &'static LazyLock<Script>,
+        script: &'static Script,
         keys: Vec<String>,
         args: Vec<Vec<u8>>,
         budget: &Budget,
