@@ -138,7 +138,7 @@ fn uncontended_run_makes_two_requests(extra: &[&str]) -> Redis {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // The release is the last: wait until MONITOR has written it.
     wait_for(&monitor, "the release", |r| {
-        r.is_full_script() && r.words.iter().any(|w| w == "distlock:{cost}")
+        r.is_full_script() && r.is_release() && r.words.iter().any(|w| w == "distlock:{cost}")
     });
     let requests = monitor.requests();
     let full: Vec<&Request> = requests.iter().filter(|r| r.is_full_script()).collect();
