@@ -72,14 +72,7 @@ pub(super) fn collect(url: &str, stop: &AtomicBool) -> Vec<Value> {
         // One last read after the stop.
         let last = stop.load(Ordering::SeqCst);
         if con.is_none() {
-            con = redis::Client::open(url).ok().and_then(|c| {
-                c.get_connection_with_timeout(Duration::from_millis(300))
-                    .ok()
-            });
-            if let Some(c) = &con {
-                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
-            }
+            con = super::monitor::connect(url);
         }
         if let Some(c) = con.as_mut() {
             for key in KEYS.iter().filter(|k| k.is_mutex()) {

@@ -39,16 +39,7 @@ pub(super) fn monitor(url: &str, stop: &AtomicBool) -> Vec<Sample> {
     let mut con: Option<redis::Connection> = None;
     while !stop.load(Ordering::SeqCst) {
         if con.is_none() {
-            con = redis::Client::open(url).ok().and_then(|c| {
-                c.get_connection_with_timeout(Duration::from_millis(300))
-                    .ok()
-            });
-            if let Some(c) = &con {
-                // Longer than the longest SIGSTOP: a sample sent into a stopped server is
-                // answered when it resumes.
-                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
-            }
+            con = connect(url);
         }
         if let Some(c) = con.as_mut() {
             let sent = now_ns();
@@ -68,6 +59,19 @@ pub(super) fn monitor(url: &str, stop: &AtomicBool) -> Vec<Sample> {
 
 /// Commands per key in a sample.
 const PER_KEY: usize = 4;
+
+/// A connection of the checker's own to `url`, if it can be had within 300ms, whose requests
+/// wait up to 5s: longer than the longest SIGSTOP, so a request sent into a stopped server is
+/// answered when it resumes.
+pub(super) fn connect(url: &str) -> Option<redis::Connection> {
+    let con = redis::Client::open(url)
+        .ok()?
+        .get_connection_with_timeout(Duration::from_millis(300))
+        .ok()?;
+    let _ = con.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = con.set_write_timeout(Some(Duration::from_secs(5)));
+    Some(con)
+}
 
 /// One MULTI: TIME, then per key its holders, their expiry, its line and the line's expiry.
 fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
