@@ -249,11 +249,14 @@ fn a_node_that_comes_back_empty_does_not_end_the_run() {
         .hold();
     nodes.restart_empty(1);
     assert!(!nodes.node(1).exists(&lock_key("empty")));
-    // Two renewals after the restart (each resets node 0's expiry upwards).
+    // Two renewals after the restart (each resets the expiry upwards on the nodes it reaches:
+    // on a loaded machine a node slower than --node-timeout is left out, so any node counts).
     for _ in 0..2 {
-        let before = nodes.node(0).pttl(&lock_key("empty"));
+        let before: Vec<i64> = (0..3)
+            .map(|i| nodes.node(i).pttl(&lock_key("empty")))
+            .collect();
         wait_while_running("a renewal", holder.child(), || {
-            nodes.node(0).pttl(&lock_key("empty")) > before
+            (0..3).any(|i| nodes.node(i).pttl(&lock_key("empty")) > before[i])
         });
     }
     let out = holder.finish();

@@ -196,13 +196,17 @@ fn waiter(cmd: &mut Command, key: &str) -> Child {
 
 /// The waiter got the lock once it was let go, woken by the release.
 fn assert_woken(waiter: Child) {
-    let out = finish(waiter);
-    assert_no_password(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_woken_output(&finish(waiter));
+}
+
+/// The same, from the waiter's output.
+fn assert_woken_output(out: &Output) {
+    assert_no_password(out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
     assert!(
-        stderr(&out).contains("release notification received"),
+        stderr(out).contains("release notification received"),
         "{}",
-        stderr(&out)
+        stderr(out)
     );
 }
 
@@ -262,16 +266,32 @@ fn redlock_over_tls_as_the_documented_acl_user() {
     assert!(stdout(&out).contains("is held"), "{}", stdout(&out));
     let out = expect(at(&url, &pki).arg("list"), 0);
     assert!(stdout(&out).contains("rl\t"), "{}", stdout(&out));
-    let mut waiting = waiter(&mut at(&url, &pki), "rl");
+    // The waiter's messages go to a file: it is let go only once its first attempt found the
+    // lock busy (a Redlock keeps no line to watch), so it must be woken by the release.
+    let said = dir.path("waiter.err");
+    let mut waiting = at(&url, &pki)
+        .args(["run", "-k", "rl", "--wait", "20s", "--", "true"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
     let channel = format!("{}:released", lock_key("rl"));
-    wait_running(&mut waiting, "the waiter to subscribe", || {
-        (0..3).any(|i| {
-            let subscribers: (String, i64) = nodes.node(i).cmd(&["PUBSUB", "NUMSUB", &channel]);
-            subscribers.1 > 0
-        })
-    });
+    wait_running(
+        &mut waiting,
+        "the waiter to find the lock busy and subscribe",
+        || {
+            std::fs::read_to_string(&said).is_ok_and(|t| t.contains("is busy; waiting"))
+                && (0..3).any(|i| {
+                    let subscribers: (String, i64) =
+                        nodes.node(i).cmd(&["PUBSUB", "NUMSUB", &channel]);
+                    subscribers.1 > 0
+                })
+        },
+    );
     let_go(holder);
-    assert_woken(waiting);
+    let mut out = finish(waiting);
+    out.stderr = std::fs::read(&said).unwrap();
+    assert_woken_output(&out);
     for i in 0..3 {
         assert!(!nodes.node(i).exists(&lock_key("rl")), "node {i}");
     }
