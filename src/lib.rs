@@ -88,10 +88,16 @@ pub fn main() -> ! {
             Ok((cli, config::Origins::of(command, &m)))
         })
     };
-    // `distlock run ...` is parsed with the run subcommand alone (see `cli::run_command`);
-    // anything it does not accept (help, --version, a mistake) goes to the full command,
-    // which says it as it always did.
-    let fast = (!wants_docs && args.get(1).is_some_and(|a| a == "run"))
+    // `distlock [GLOBAL OPTIONS] run ...` is parsed with the run subcommand alone (see
+    // `cli::run_command`); anything it does not accept (help, --version, another subcommand
+    // with a `run` among its values, a mistake) goes to the full command, which says it as it
+    // always did.
+    let runs = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "run");
+    let fast = (!wants_docs && runs)
         .then(|| parse(&mut cli::run_command()).ok())
         .flatten();
     let (cli, origins) = match fast {

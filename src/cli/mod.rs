@@ -438,12 +438,34 @@ mod tests {
             let full = parse(Cli::command(), line).unwrap();
             assert_eq!(parse(run_command(), line).unwrap(), full, "{line:?}");
         }
+        // Global options before the subcommand (the form the README and the benchmark use).
+        for line in [
+            &[
+                "distlock",
+                "--redis",
+                "redis://127.0.0.1:1",
+                "-q",
+                "run",
+                "--key",
+                "k",
+                "--wait-mode",
+                "notify",
+                "--",
+                "true",
+            ][..],
+            &["distlock", "-v", "--redis", "run", "run", "-k", "run", "--", "run"],
+        ] {
+            let full = parse(Cli::command(), line).unwrap();
+            assert_eq!(parse(run_command(), line).unwrap(), full, "{line:?}");
+        }
         // What it refuses, it refuses (the full command then says why).
         for line in [
             &["distlock", "run", "--help"][..],
             &["distlock", "run", "--version"],
             &["distlock", "run", "-k", "k", "--ttl", "soon", "--", "true"],
             &["distlock", "run", "--bogus"],
+            &["distlock", "status", "--key", "run"],
+            &["distlock", "-q", "list", "run"],
         ] {
             assert!(parse(run_command(), line).is_err(), "{line:?}");
         }
