@@ -30,9 +30,9 @@ pub struct SpawnSpec<'a> {
     /// Signals to put back to SIG_DFL in the child before it unblocks signals (see
     /// [`crate::signals::Dispositions::reset_in_child`]).
     pub reset_signals: &'a [libc::c_int],
-    /// The guard's pipe (see [`super::guard::Guard::pipe_fd`]): the child names its group on
-    /// it before exec, so that the guard knows the group before the command runs.
-    pub guard: Option<std::os::fd::RawFd>,
+    /// The guard's group slot (see [`super::guard::Guard::group_slot`]): the child names its
+    /// group there before exec, so that the guard knows the group before the command runs.
+    pub guard: Option<&'static std::sync::atomic::AtomicI32>,
 }
 
 /// Find the command before anything else happens, so that a typo costs neither a Redis round
@@ -120,7 +120,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
         take_terminal: spec.take_terminal,
         reset_signals: spec.reset_signals.as_ptr(),
         reset_count: spec.reset_signals.len(),
-        guard: spec.guard.unwrap_or(-1),
+        guard: spec.guard.map_or(std::ptr::null(), std::ptr::from_ref),
         errno: 0,
     };
     // Not zeroed: the child touches only the top page or two.
@@ -173,8 +173,8 @@ struct ChildArgs {
     take_terminal: bool,
     reset_signals: *const libc::c_int,
     reset_count: usize,
-    /// The guard's pipe, or -1.
-    guard: libc::c_int,
+    /// The guard's group slot, or null.
+    guard: *const std::sync::atomic::AtomicI32,
     /// Set by the child when it cannot exec (why, as an errno).
     errno: libc::c_int,
 }
@@ -188,11 +188,13 @@ fn null_terminated<'a>(items: impl Iterator<Item = &'a CStr>) -> Vec<*const libc
 
 /// The child, between clone and exec. It shares the parent's memory (CLONE_VM) while the parent
 /// is suspended, so it may only make async-signal-safe system calls, must not allocate or
-/// unwind, and writes nothing but its own stack and `args.errno`. It has its own copy of the
+/// unwind, and writes nothing but its own stack, `args.errno` and the guard's group slot (an
+/// atomic). It has its own copy of the
 /// signal dispositions (no CLONE_SIGHAND), so resetting them does not touch the parent's.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points to the parent's ChildArgs, alive until we exec or exit (CLONE_VFORK);
-    // every call below is an async-signal-safe wrapper around one system call; none of the
+    // every call below is an async-signal-safe wrapper around one system call, or an atomic store
+    // into the guard's mailbox (leaked: valid for the process's life); none of the
     // pointers passed is null except where the call allows it; `reset_signals` points to
     // `reset_count` signal numbers owned by the (suspended) parent.
     unsafe {
@@ -216,23 +218,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(args);
         }
         // Name the group to the guard now, not after exec: from here on, a distlock killed at
-        // any moment leaves no process of the command behind. A guard that died (its pipe has
-        // no reader) makes the write fail with EPIPE and leaves a SIGPIPE pending (blocked
-        // signals are never discarded), which would kill the command once the mask is cleared:
-        // take it back. (distlock notices the dead guard and starts another, see supervise.)
-        if (*args).guard >= 0 {
-            let message = super::guard::watch_message(libc::getpid());
-            let sent = libc::write((*args).guard, message.as_ptr().cast(), message.len());
-            if sent < 0 && *libc::__errno_location() == libc::EPIPE {
-                let mut pipe: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut pipe);
-                libc::sigaddset(&mut pipe, libc::SIGPIPE);
-                let now = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                };
-                libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now);
-            }
+        // any moment leaves no process of the command behind. An atomic store into the memory
+        // the guard shares with distlock (and this side of the vfork): it wakes nobody, where a
+        // message on the guard's pipe woke the guard to preempt this exec on a busy machine.
+        // (A guard that died meanwhile reads nothing; distlock starts another, with the group.)
+        if let Some(slot) = (*args).guard.as_ref() {
+            slot.store(libc::getpid(), std::sync::atomic::Ordering::Release);
         }
         // Die with distlock, even when distlock is SIGKILLed...
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {

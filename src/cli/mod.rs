@@ -453,7 +453,9 @@ mod tests {
                 "--",
                 "true",
             ][..],
-            &["distlock", "-v", "--redis", "run", "run", "-k", "run", "--", "run"],
+            &[
+                "distlock", "-v", "--redis", "run", "run", "-k", "run", "--", "run",
+            ],
         ] {
             let full = parse(Cli::command(), line).unwrap();
             assert_eq!(parse(run_command(), line).unwrap(), full, "{line:?}");

@@ -277,7 +277,7 @@ fn run_locked(
         env,
         take_terminal: terminal.is_some(),
         reset_signals: &session.dispositions().reset_in_child,
-        guard: prepared.guard.as_ref().and_then(Guard::pipe_fd),
+        guard: prepared.guard.as_ref().and_then(Guard::group_slot),
     })?;
     if let Some(terminal) = &terminal {
         // Again from the parent, like shells do: the hand-off is done whichever side runs first.

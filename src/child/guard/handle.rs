@@ -7,18 +7,18 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use nix::fcntl::OFlag;
 use nix::unistd::Pid;
 
 use super::line::Line;
-use super::message::Mailbox;
-use super::message::{DISARM, DISTLOCK_KILLS, FORGET, deadline_message, watch_message};
+use super::message::{DISARM, DISTLOCK_KILLS, deadline_message};
+use super::message::{GROUP_GONE, Mailbox, NO_GROUP};
 use super::process::guard_entry;
 
 /// A running guard. It learns the group to guard from the command itself (see
-/// [`Guard::pipe_fd`]), its deadlines from the [`Line`], and exits quietly after
+/// [`Guard::group_slot`]), its deadlines from the [`Line`], and exits quietly after
 /// [`Guard::disarm`] (or when distlock dies before anything was watched).
 pub struct Guard {
     pub(super) line: Line,
@@ -36,7 +36,7 @@ impl Guard {
     }
 
     /// Start a guard that guards `group` from its first instruction, with the latest deadline:
-    /// both are in its pipe before it exists, so that a distlock stopped or killed right after
+    /// both are in its mailbox and its pipe before it exists, so that a distlock stopped or killed right after
     /// it started (a replacement for a guard that died) cannot leave it guarding nothing.
     pub fn start_watching(line: &Line, group: Pid) -> io::Result<Guard> {
         Guard::launch(line, Some(group))
@@ -52,9 +52,6 @@ impl Guard {
         if wire.distlock_kills {
             nix::unistd::write(&write, &[DISTLOCK_KILLS])?;
         }
-        if let Some(group) = group {
-            nix::unistd::write(&write, &watch_message(group.as_raw()))?;
-        }
         // The guard's stack: never freed (the guard may outlive this process's use of it),
         // never zeroed (pages are touched only as the guard uses them, about one), its first
         // 16 bytes the mailbox.
@@ -64,11 +61,12 @@ impl Guard {
         let mailbox: &'static Mailbox = bottom[0].write(Mailbox {
             fired: AtomicU32::new(0),
             pipe: read_fd,
+            group: AtomicI32::new(group.map_or(NO_GROUP, Pid::as_raw)),
         });
         // SAFETY: the stack is 16-byte aligned, 16 KiB less the mailbox, leaked (so valid for
         // the guard's whole life), and grows down from its end, away from the mailbox.
         // `guard_entry` touches only that stack and the mailbox (given as its argument; it only
-        // reads `pipe` and raises `fired` atomically) and makes raw system calls: it never reads
+        // reads `pipe` and `group` and raises `fired`, the last two atomically) and makes raw system calls: it never reads
         // or writes distlock's memory or libc's state, which it shares (CLONE_VM). All signals
         // are blocked in this thread across the clone, so the guard starts with every signal
         // blocked (its mask is its own) and no handler of ours can run in it; this thread's mask
@@ -124,25 +122,21 @@ impl Guard {
         &self.line
     }
 
-    /// The write end of the guard's pipe, for a child to name its own group on (it is
-    /// close-on-exec: the command never holds it). None once disarmed. (The descriptor stays
-    /// open until the guard is replaced or disarmed, which only the main thread does: the
-    /// thread that spawns the child with it.)
-    pub fn pipe_fd(&self) -> Option<std::os::fd::RawFd> {
+    /// Where a child names its own group to the guard, between `vfork` and exec (an atomic
+    /// store into memory the guard shares: unlike a message on its pipe, it wakes nobody on the
+    /// way from acquiring the lock to starting the command, where the guard's wake-up used to
+    /// preempt the command's exec on a busy machine). None once this guard is disarmed or
+    /// replaced. (The mailbox is never freed: the pointer stays valid.)
+    pub fn group_slot(&self) -> Option<&'static AtomicI32> {
         let wire = self.line.wire();
-        if wire.generation != self.generation {
-            return None;
-        }
-        wire.pipe.as_ref().map(AsRawFd::as_raw_fd)
+        (wire.generation == self.generation && wire.pipe.is_some()).then_some(&self.mailbox.group)
     }
 
     /// The command's group is gone (distlock has reaped it): the guard must not signal its id
-    /// any more, whatever the deadlines say (another group may take the id).
+    /// any more, whatever the deadlines say (another group may take the id). Nothing to wake
+    /// the guard for: it reads the group only when a deadline or distlock's death wakes it.
     pub fn group_gone(&self) {
-        let mut wire = self.line.wire();
-        if wire.generation == self.generation {
-            wire.send(&[FORGET]);
-        }
+        self.mailbox.group.store(GROUP_GONE, Ordering::Release);
     }
 
     /// distlock is done with the group (it is gone, or distlock stopped it itself): the guard

@@ -6,33 +6,23 @@
 //! Boundary: the bytes and the mailbox only; who sends what is `line.rs`'s and `handle.rs`'s, what the guard
 //! does with them `process.rs`'s.
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicI32, AtomicU32};
 
 use nix::sys::signal::Signal;
 
 use crate::clock::Moment;
 
 /// Messages on the pipe, each one `write` shorter than PIPE_BUF (so each arrives whole):
-/// * `g` and the group (4 native-endian bytes): guard this group;
 /// * `t`, the two deadlines (8 bytes each: nanoseconds on CLOCK_BOOTTIME) and the kill signal
 ///   (4 bytes): the kill deadlines, moved;
 /// * `k`: distlock is killing the group itself;
-/// * `f`: the group is gone: forget it;
 /// * `d`: disarmed.
-pub(super) const WATCH: u8 = b'g';
+///
+/// The group is not a message: it is in the [`Mailbox`] (see [`Mailbox::group`]).
 pub(super) const DEADLINE: u8 = b't';
 pub(super) const DISTLOCK_KILLS: u8 = b'k';
-pub(super) const FORGET: u8 = b'f';
 pub(super) const DISARM: u8 = b'd';
-pub(super) const WATCH_LEN: usize = 5;
 pub(super) const DEADLINE_LEN: usize = 21;
-
-/// The message "guard the group `group`", as the guard reads it.
-pub fn watch_message(group: libc::pid_t) -> [u8; WATCH_LEN] {
-    let mut message = [WATCH; WATCH_LEN];
-    message[1..].copy_from_slice(&group.to_ne_bytes());
-    message
-}
 
 /// The message "the kill deadlines are now `term` and `kill`, the kill signal `signal`".
 pub(super) fn deadline_message(deadline: Deadline, signal: Signal) -> [u8; DEADLINE_LEN] {
@@ -54,8 +44,8 @@ pub(super) struct Deadline {
 
 /// What distlock and its guard share besides the pipe: the first 16 bytes of the guard's stack
 /// allocation (the stack grows down from the other end, 16 KiB away). distlock writes it before
-/// the guard exists; afterwards the guard only raises `fired`, with an atomic store (a plain
-/// store instruction: no libc).
+/// the guard exists; afterwards only atomics change: the guard raises `fired` (a plain store
+/// instruction: no libc), the command and distlock set `group`.
 #[repr(C, align(16))]
 pub(super) struct Mailbox {
     /// Set by the guard when it ends the command itself (it sent the kill signal, or SIGKILL,
@@ -63,4 +53,14 @@ pub(super) struct Mailbox {
     pub(super) fired: AtomicU32,
     /// The read end of the guard's pipe.
     pub(super) pipe: libc::c_int,
+    /// The group to guard: [`NO_GROUP`] until the command names it (from its side of `vfork`,
+    /// before exec: one atomic store, which wakes nobody), the group id then, [`GROUP_GONE`]
+    /// once distlock has reaped it. The guard reads it whenever it wakes (a deadline, its pipe
+    /// closing), never sooner than it needs it.
+    pub(super) group: AtomicI32,
 }
+
+/// [`Mailbox::group`] before the command has named its group.
+pub(super) const NO_GROUP: i32 = 0;
+/// [`Mailbox::group`] once the group is gone: its id may be reused, never signal it.
+pub(super) const GROUP_GONE: i32 = -1;

@@ -19,7 +19,12 @@
 //! [`super::spawn`]): the guard knows the group before the command runs its first instruction.
 //! (When distlock sent that message after the spawn, a loaded machine could run the command
 //! for milliseconds before distlock was scheduled again; a distlock SIGKILLed then left the
-//! command's background processes running, which the test suite caught under load.)
+//! command's background processes running, which the test suite caught under load.) It names
+//! it in memory the three share (the guard's mailbox, see below), not on the guard's pipe: a
+//! message there woke the guard, which then preempted the command's exec on a busy machine, on
+//! the way from a hand-off to the command's start. The guard reads the group when it needs it:
+//! at a deadline, or when distlock's death closes its pipe (after the command's exec, which
+//! closes the command's copy).
 //!
 //! # The deadline
 //!
@@ -54,7 +59,7 @@
 //! whichever thread makes it; the pipe is non-blocking, so that a guard that does not read (it
 //! is stopped) never blocks a renewal: once its pipe is full, after thousands of renewals, the
 //! supervisor replaces it (see [`Line::take_clogged`]). A replacement (for a guard that died or
-//! clogged) finds the latest deadline, and the group, in its pipe before it runs.
+//! clogged) finds the latest deadline in its pipe, and the group in its mailbox, before it runs.
 //!
 //! # How it is started
 //!
@@ -103,7 +108,6 @@ mod tests;
 
 pub use handle::Guard;
 pub use line::{Line, head_start};
-pub use message::watch_message;
 
 /// The guard's process name (what `ps` and /proc/PID/comm show).
 pub const NAME: &[u8] = b"distlock-guard\0";

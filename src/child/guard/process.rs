@@ -8,16 +8,14 @@
 
 use std::sync::atomic::Ordering;
 
-use super::message::Mailbox;
-use super::message::{DEADLINE, DEADLINE_LEN, DISARM, DISTLOCK_KILLS, FORGET, WATCH, WATCH_LEN};
+use super::message::{DEADLINE, DEADLINE_LEN, DISARM, DISTLOCK_KILLS};
+use super::message::{Mailbox, NO_GROUP};
 use super::syscall::syscall;
 use super::{BACKED_UP, CONFUSED, DISARMED, FIRED, NAME, ORPHANED};
 use crate::clock::KERNEL_CLOCK;
 
 /// What the guard knows, on its own stack.
 struct Watch {
-    /// The command's process group (0: not known yet, or gone).
-    group: i32,
     /// The deadlines, in nanoseconds on CLOCK_BOOTTIME (0: none yet).
     term: u64,
     kill: u64,
@@ -41,6 +39,8 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
     let mailbox: &Mailbox = unsafe { &*arg.cast::<Mailbox>() };
     let pipe = mailbox.pipe;
     let fire = || mailbox.fired.store(1, Ordering::Release);
+    // The group, as the command named it (see `Mailbox::group`).
+    let group = || mailbox.group.load(Ordering::Acquire);
     // SAFETY: raw system calls with integer arguments and pointers into this stack frame.
     unsafe {
         syscall(
@@ -70,7 +70,6 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
         )
     } as libc::c_int;
     let mut watch = Watch {
-        group: 0,
         term: 0,
         kill: 0,
         signal: libc::SIGTERM,
@@ -96,10 +95,9 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
                 break;
             }
             if n == 0 {
-                // distlock died: the kernel closed its end of the pipe.
-                if watch.group > 1 {
-                    kill_group(watch.group, libc::SIGKILL);
-                }
+                // distlock died: the kernel closed its end of the pipe (and the command's copy
+                // closed on its exec: whatever group it named is in the mailbox by now).
+                kill_group(group(), libc::SIGKILL);
                 exit(ORPHANED);
             }
             if n < 0 || n as usize > room.len() {
@@ -124,26 +122,37 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
         }
         // Then the clock.
         let mut wake_at = 0u64;
-        if watch.group > 1 && watch.kill != 0 {
+        let group = group();
+        if group == NO_GROUP && watch.kill != 0 {
+            // Deadlines, and no group named yet: the command is between vfork and exec (a few
+            // microseconds, unless distlock is stopped right there), and names it without waking
+            // the guard. Look at the first deadline, and every millisecond after it.
+            let first = if watch.fired || watch.distlock_kills {
+                watch.kill
+            } else {
+                watch.term
+            };
+            wake_at = first.max(now_nanos().saturating_add(1_000_000));
+        } else if group > 1 && watch.kill != 0 {
             let now = now_nanos();
             if now >= watch.kill {
                 let fired = watch.fired || !watch.distlock_kills;
                 if fired {
                     fire();
                 }
-                kill_group(watch.group, libc::SIGKILL);
+                kill_group(group, libc::SIGKILL);
                 exit(if fired { FIRED } else { BACKED_UP });
             }
             if now >= watch.term && !watch.fired && !watch.distlock_kills {
                 watch.fired = true;
                 fire();
                 if watch.signal == libc::SIGKILL {
-                    kill_group(watch.group, libc::SIGKILL);
+                    kill_group(group, libc::SIGKILL);
                     exit(FIRED);
                 }
-                kill_group(watch.group, watch.signal);
+                kill_group(group, watch.signal);
                 // Members that are stopped must run to handle it.
-                kill_group(watch.group, libc::SIGCONT);
+                kill_group(group, libc::SIGCONT);
             }
             wake_at = if watch.fired || watch.distlock_kills {
                 watch.kill
@@ -163,8 +172,7 @@ fn read_messages(buf: &[u8; 64], have: usize, watch: &mut Watch) -> usize {
     while let Some(&kind) = buf.get(at).filter(|_| at < have) {
         let len = match kind {
             DISARM => exit(DISARMED),
-            DISTLOCK_KILLS | FORGET => 1,
-            WATCH => WATCH_LEN,
+            DISTLOCK_KILLS => 1,
             DEADLINE => DEADLINE_LEN,
             _ => exit(CONFUSED),
         };
@@ -173,8 +181,6 @@ fn read_messages(buf: &[u8; 64], have: usize, watch: &mut Watch) -> usize {
         };
         match kind {
             DISTLOCK_KILLS => watch.distlock_kills = true,
-            FORGET => watch.group = 0,
-            WATCH => watch.group = i32::from_ne_bytes(bytes(message, 1)),
             _ => {
                 // Deadlines only ever move later; once the guard has fired, they do not move.
                 if !watch.fired {

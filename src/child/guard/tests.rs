@@ -21,6 +21,21 @@ impl Guard {
     }
 }
 
+impl line::Wire {
+    /// Whether the guard has read everything on its pipe (FIONREAD works on either end).
+    fn pipe_is_drained(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(pipe) = self.pipe.as_ref() else {
+            return true;
+        };
+        let mut waiting: libc::c_int = 0;
+        // SAFETY: FIONREAD on an open pipe descriptor writes one int, to a local that outlives
+        // the call.
+        let done = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &raw mut waiting) };
+        done == 0 && waiting == 0
+    }
+}
+
 /// The longest any wait in these tests may take.
 const BOUND: Duration = Duration::from_secs(10);
 
@@ -51,7 +66,7 @@ fn spawn_sh(guard: &Guard, script: &str) -> Pid {
         env: vec![],
         take_terminal: false,
         reset_signals: &[libc::SIGPIPE],
-        guard: guard.pipe_fd(),
+        guard: guard.group_slot(),
     })
     .unwrap()
 }
@@ -114,8 +129,8 @@ fn the_guard_knows_the_group_before_distlock_speaks() {
     assert_guard_exits(guard.pid(), ORPHANED, group);
 }
 
-/// A guard that died before the spawn (its pipe has no reader) does not take the command
-/// down with it: the SIGPIPE of the child's message is taken back before exec.
+/// A guard that died before the spawn does not take the command down with it (the command
+/// names its group in memory, where nothing can fail or raise a signal).
 #[test]
 fn a_dead_guard_does_not_kill_the_command() {
     let guard = Guard::start(&Line::new(Signal::SIGTERM)).unwrap();
@@ -302,4 +317,32 @@ fn a_forgotten_group_is_not_signalled() {
     assert_guard_exits(guard.pid(), DISARMED, group);
     nix::sys::signal::killpg(group, Signal::SIGKILL).unwrap();
     let _ = waitpid(group, None);
+}
+
+/// Deadlines that passed before the command named its group (distlock stopped between the
+/// grant and the spawn): the guard, finding no group at its deadline, looks again every
+/// millisecond, and ends the group as soon as the command names it.
+#[test]
+fn a_deadline_passed_before_the_group_is_named_ends_the_group_once_named() {
+    let line = Line::new(Signal::SIGKILL);
+    let guard = Guard::start(&line).unwrap();
+    let now = Moment::now();
+    line.move_to(now, now);
+    // The guard has read the passed deadline, found no group, and sleeps: it cannot fire yet.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", guard.pid())).unwrap();
+        let state = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().chars().next());
+        if state == Some(Some('S')) && line.wire().pipe_is_drained() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the guard never went to sleep");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(still_running(guard.pid()));
+    let group = spawn_sh(&guard, "sleep 30 & wait");
+    assert_dies_of(group, Signal::SIGKILL);
+    assert_guard_exits(guard.pid(), FIRED, group);
 }
