@@ -41,6 +41,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -853,9 +854,27 @@ class Bench:
                 return sum(1 for line in f if "->" in line and line.split()[-3].endswith(f":{ino}"))
         raise ValueError(tool)
 
+    def linkage(self):
+        """How the measured binary is linked: 'statically linked' (no ELF interpreter, what
+        `make static` and the release artifacts are) or 'dynamically linked'."""
+        try:
+            with open(self.distlock, "rb") as f:
+                head = f.read(64)
+                if head[:4] != b"\x7fELF" or head[4] != 2:
+                    return "not a 64-bit ELF"
+                phoff, = struct.unpack_from("<Q", head, 32)
+                phentsize, phnum = struct.unpack_from("<HH", head, 54)
+                f.seek(phoff)
+                table = f.read(phentsize * phnum)
+            interp = any(struct.unpack_from("<I", table, i * phentsize)[0] == 3 for i in range(phnum))
+            return "dynamically linked" if interp else "statically linked"
+        except (OSError, struct.error):
+            return "linkage unknown"
+
     def versions(self):
         v = {
-            "distlock": cmd_output(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
+            "distlock": cmd_output(["git", "-C", ROOT, "describe", "--always", "--dirty"])
+            + f" ({self.linkage()}: {self.distlock})",
             "redis-server": cmd_output(["redis-server", "--version"]).split(" sha=")[0],
             "etcd": cmd_output(["etcd", "--version"]).splitlines()[0],
             "etcdctl": cmd_output(["etcdctl", "version"]).splitlines()[0],
