@@ -18,6 +18,8 @@ struct Monitor {
 /// One request a client sent, as MONITOR shows it (scripts' own calls are left out).
 #[derive(Debug)]
 struct Request {
+    /// When the server ran it (seconds, the server's clock).
+    at: f64,
     /// The client's address (one per connection).
     client: String,
     /// The command and its arguments.
@@ -42,6 +44,16 @@ impl Request {
     /// a renewal, which declares two.
     fn is_full_script(&self) -> bool {
         self.command() == "EVALSHA" && self.keys() >= 9
+    }
+
+    /// A script's first argument (the token, for the lock's scripts).
+    fn token(&self) -> Option<&str> {
+        self.words.get(3 + self.keys()).map(String::as_str)
+    }
+
+    /// An acquire attempt's mode (its fourth argument): "try", "join", ...
+    fn mode(&self) -> Option<&str> {
+        self.words.get(3 + self.keys() + 3).map(String::as_str)
     }
 
     /// A release: its second argument says whether the work succeeded ("0" or "1"), where an
@@ -78,7 +90,8 @@ impl Monitor {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines()
             .filter_map(|line| {
-                let (_, rest) = line.split_once(" [")?;
+                let (at, rest) = line.split_once(" [")?;
+                let at = at.parse().ok()?;
                 let (client, words) = rest.split_once("] ")?;
                 let client = client.split_whitespace().nth(1)?.to_owned();
                 if client == "lua" {
@@ -88,7 +101,7 @@ impl Monitor {
                     .split("\" \"")
                     .map(|w| w.trim_matches('"').to_owned())
                     .collect();
-                Some(Request { client, words })
+                Some(Request { at, client, words })
             })
             .collect()
     }
@@ -212,5 +225,111 @@ fn a_hand_off_takes_two_round_trips() {
         1,
         "the waiter's take-up alone: {:?}",
         &requests[release_at..=echo]
+    );
+}
+
+/// A contended acquisition, from the waiter's start to its command: four requests. A first
+/// attempt ("try": busy), the SUBSCRIBE to its own wake-up channel (on a connection of its own),
+/// the attempt that takes its place in line ("join"), and after the holder's release has handed
+/// the lock to it, the take-up. A waiter that waits longer keeps its place with one more
+/// attempt every 2 s (none of them closer than that); nothing else.
+#[test]
+fn a_contended_acquisition_makes_four_requests() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["run", "-k", "warm", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = Scratch::new();
+    let first = hold_until_released(distlock(&redis), &dir, "contended", &[]);
+    let monitor = Monitor::start(&redis);
+    let port = redis.port().to_string();
+    let waiter = spawn(distlock(&redis).args([
+        "run",
+        "-k",
+        "contended",
+        "--",
+        "redis-cli",
+        "-p",
+        &port,
+        "ECHO",
+        "started",
+    ]));
+    wait_until("the waiter to take its place in line", || {
+        redis.in_line("contended") == 1
+    });
+    release(&dir);
+    assert_eq!(finish(first).status.code(), Some(0));
+    let out = finish(waiter);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
+    let requests = monitor.requests();
+    let echo = requests.iter().position(|r| r.command() == "ECHO").unwrap();
+    let before = &requests[..echo];
+    // The holder: the token of the release before the command (its renewals and its own
+    // SUBSCRIBE, if it started listening, carry that token too).
+    let release_at = before
+        .iter()
+        .rposition(|r| r.is_full_script() && r.is_release())
+        .expect("the holder's release");
+    let holder = before[release_at].token().unwrap().to_owned();
+    let waiters: Vec<(usize, &Request)> = before
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| match r.command().as_str() {
+            "EVALSHA" => r.token() != Some(holder.as_str()),
+            "SUBSCRIBE" => !r.words.iter().any(|w| w.ends_with(&holder)),
+            _ => false,
+        })
+        .collect();
+    let summary = |rs: &[(usize, &Request)]| -> Vec<String> {
+        rs.iter()
+            .map(|(_, r)| format!("{} {}", r.command(), r.mode().unwrap_or("")))
+            .collect()
+    };
+    let (in_line, taking): (Vec<_>, Vec<_>) = waiters.iter().partition(|(i, _)| *i < release_at);
+    // Before the release: try, SUBSCRIBE, join, and a refresh of its place per 2 s.
+    let scripts: Vec<&Request> = in_line
+        .iter()
+        .map(|(_, r)| *r)
+        .filter(|r| r.is_full_script())
+        .collect();
+    assert_eq!(
+        in_line
+            .iter()
+            .filter(|(_, r)| r.command() == "SUBSCRIBE")
+            .count(),
+        1,
+        "one subscription: {:?}",
+        summary(&waiters)
+    );
+    assert_eq!(
+        scripts.first().and_then(|r| r.mode()),
+        Some("try"),
+        "{:?}",
+        summary(&waiters)
+    );
+    assert!(
+        scripts.len() >= 2 && scripts[1..].iter().all(|r| r.mode() == Some("join")),
+        "try, then join: {:?}",
+        summary(&waiters)
+    );
+    for pair in scripts[1..].windows(2) {
+        assert!(
+            pair[1].at - pair[0].at >= 1.5,
+            "a place refreshed sooner than every 2 s: {:?}",
+            summary(&waiters)
+        );
+    }
+    assert_eq!(
+        in_line.len(),
+        scripts.len() + 1,
+        "nothing else: {:?}",
+        summary(&waiters)
+    );
+    // After it: the take-up alone.
+    assert_eq!(
+        summary(&taking),
+        vec!["EVALSHA join".to_owned()],
+        "{:?}",
+        summary(&waiters)
     );
 }
