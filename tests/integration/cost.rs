@@ -177,33 +177,7 @@ fn uncontended_run_makes_two_requests(extra: &[&str]) -> Redis {
 /// Two round trips from one command's end to the next one's start.
 #[test]
 fn a_hand_off_takes_two_round_trips() {
-    let redis = Redis::start();
-    let dir = Scratch::new();
-    let first = hold_until_released(distlock(&redis), &dir, "handoff", &[]);
-    // The waiter's command says it started by a request of its own, ECHO, which MONITOR sees
-    // in order with the rest.
-    let port = redis.port().to_string();
-    let waiter = spawn(distlock(&redis).args([
-        "run",
-        "-k",
-        "handoff",
-        "--",
-        "redis-cli",
-        "-p",
-        &port,
-        "ECHO",
-        "started",
-    ]));
-    wait_until("the waiter to take its place in line", || {
-        redis.in_line("handoff") == 1
-    });
-    let monitor = Monitor::start(&redis);
-    release(&dir);
-    assert_eq!(finish(first).status.code(), Some(0));
-    let out = finish(waiter);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
-    let requests = monitor.requests();
+    let requests = hand_off(Watch::FromTheLine);
     // From the holder's release (its last full script) to the waiter's command.
     let echo = requests.iter().position(|r| r.command() == "ECHO").unwrap();
     let holder = requests[..echo]
@@ -235,33 +209,7 @@ fn a_hand_off_takes_two_round_trips() {
 /// attempt every 2 s (none of them closer than that); nothing else.
 #[test]
 fn a_contended_acquisition_makes_four_requests() {
-    let redis = Redis::start();
-    let out = run(distlock(&redis).args(["run", "-k", "warm", "--", "true"]));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let dir = Scratch::new();
-    let first = hold_until_released(distlock(&redis), &dir, "contended", &[]);
-    let monitor = Monitor::start(&redis);
-    let port = redis.port().to_string();
-    let waiter = spawn(distlock(&redis).args([
-        "run",
-        "-k",
-        "contended",
-        "--",
-        "redis-cli",
-        "-p",
-        &port,
-        "ECHO",
-        "started",
-    ]));
-    wait_until("the waiter to take its place in line", || {
-        redis.in_line("contended") == 1
-    });
-    release(&dir);
-    assert_eq!(finish(first).status.code(), Some(0));
-    let out = finish(waiter);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
-    let requests = monitor.requests();
+    let requests = hand_off(Watch::FromTheStart);
     let echo = requests.iter().position(|r| r.command() == "ECHO").unwrap();
     let before = &requests[..echo];
     // The holder: the token of the release before the command (its renewals and its own
@@ -332,4 +280,48 @@ fn a_contended_acquisition_makes_four_requests() {
         "{:?}",
         summary(&waiters)
     );
+}
+
+/// When a hand-off's MONITOR starts.
+#[derive(PartialEq)]
+enum Watch {
+    /// Before the waiter starts: its whole acquisition is seen.
+    FromTheStart,
+    /// Once the waiter is in line: the release and what follows.
+    FromTheLine,
+}
+
+/// A holder, a waiter that takes its place in line, the holder's release: the requests MONITOR
+/// saw until the waiter's command, which says it started by a request of its own (ECHO, seen in
+/// order with the rest). Both runs succeed.
+fn hand_off(watch: Watch) -> Vec<Request> {
+    let redis = Redis::start();
+    // Load the scripts first: a server that never saw them asks for them once (NOSCRIPT).
+    let out = run(distlock(&redis).args(["run", "-k", "warm", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = Scratch::new();
+    let first = hold_until_released(distlock(&redis), &dir, "handoff", &[]);
+    let early = (watch == Watch::FromTheStart).then(|| Monitor::start(&redis));
+    let port = redis.port().to_string();
+    let waiter = spawn(distlock(&redis).args([
+        "run",
+        "-k",
+        "handoff",
+        "--",
+        "redis-cli",
+        "-p",
+        &port,
+        "ECHO",
+        "started",
+    ]));
+    wait_until("the waiter to take its place in line", || {
+        redis.in_line("handoff") == 1
+    });
+    let monitor = early.unwrap_or_else(|| Monitor::start(&redis));
+    release(&dir);
+    assert_eq!(finish(first).status.code(), Some(0));
+    let out = finish(waiter);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
+    monitor.requests()
 }
