@@ -17,7 +17,6 @@ standard library and redis-server.
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench import Resp, free_port  # noqa: E402 (the benchmark's own RESP client)
 LUA = os.path.join(HERE, "..", "src", "lock", "lua")
 
 
@@ -33,48 +34,9 @@ def script(name):
     return "".join(open(os.path.join(LUA, p)).read() for p in parts)
 
 
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.f = self.s.makefile("rb")
-
-    def call(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.s.sendall(b"".join(out))
-        return self.read()
-
-    def read(self):
-        line = self.f.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if kind == b"*":
-            return [self.read() for _ in range(int(rest))]
-        raise RuntimeError(f"unexpected reply {line!r}")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def evalsha_stats(c):
-    for line in c.call("INFO", "commandstats").decode().splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
-            return int(fields["calls"]), int(fields["usec"])
-    return 0, 0
+    fields = dict(kv.split("=") for kv in c.info("commandstats").get("cmdstat_evalsha", "").split(",") if kv)
+    return int(fields.get("calls", 0)), int(fields.get("usec", 0))
 
 
 def main():
@@ -94,15 +56,15 @@ def main():
         deadline = time.monotonic() + 10
         while True:
             try:
-                c = Conn(port)
-                c.call("PING")
+                c = Resp(port)
+                c.cmd("PING")
                 break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     sys.exit("redis-server did not start")
                 time.sleep(0.02)
-        acquire = c.call("SCRIPT", "LOAD", script("acquire.lua"))
-        release = c.call("SCRIPT", "LOAD", script("release.lua"))
+        acquire = c.cmd("SCRIPT", "LOAD", script("acquire.lua"))
+        release = c.cmd("SCRIPT", "LOAD", script("release.lua"))
         meta = ["host", "bench", "pid", "1", "user", "root", "command", "true", "kind", "run",
                 "version", "0.1.0", "ttl_ms", "30000"]
 
@@ -114,12 +76,12 @@ def main():
 
         def acq(tag, i, token, mode):
             ks = keys(tag, i)
-            return c.call("EVALSHA", acquire, len(ks), *ks, token, "30000", "1", mode, "6000",
+            return c.cmd("EVALSHA", acquire, len(ks), *ks, token, "30000", "1", mode, "6000",
                           "3000", *meta)
 
         def rel(tag, i, token):
             ks = keys(tag, i)
-            return c.call("EVALSHA", release, len(ks), *ks, token, "1", "outcome", "exit 0")
+            return c.cmd("EVALSHA", release, len(ks), *ks, token, "1", "outcome", "exit 0")
 
         steps = [
             ("A takes the free lock (try)", lambda t, i: acq(t, i, f"A{i}", "try"), 1),

@@ -189,14 +189,14 @@ fn null_terminated<'a>(items: impl Iterator<Item = &'a CStr>) -> Vec<*const libc
 /// The child, between clone and exec. It shares the parent's memory (CLONE_VM) while the parent
 /// is suspended, so it may only make async-signal-safe system calls, must not allocate or
 /// unwind, and writes nothing but its own stack, `args.errno` and the guard's group slot (an
-/// atomic). It has its own copy of the
-/// signal dispositions (no CLONE_SIGHAND), so resetting them does not touch the parent's.
+/// atomic). It has its own copy of the signal dispositions (no CLONE_SIGHAND), so resetting them
+/// does not touch the parent's.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points to the parent's ChildArgs, alive until we exec or exit (CLONE_VFORK);
-    // every call below is an async-signal-safe wrapper around one system call, or an atomic store
-    // into the guard's mailbox (leaked: valid for the process's life); none of the
-    // pointers passed is null except where the call allows it; `reset_signals` points to
-    // `reset_count` signal numbers owned by the (suspended) parent.
+    // every call below is an async-signal-safe wrapper around one system call, or an atomic
+    // store into the guard's mailbox (leaked: valid for the process's life); none of the pointers
+    // passed is null except where the call allows it; `reset_signals` points to `reset_count`
+    // signal numbers owned by the (suspended) parent.
     unsafe {
         let args = arg.cast::<ChildArgs>();
         // distlock's handlers write to its event pipe and must never run here: back to default

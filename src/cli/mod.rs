@@ -434,12 +434,7 @@ mod tests {
                 "--",
                 "true",
             ],
-        ] {
-            let full = parse(Cli::command(), line).unwrap();
-            assert_eq!(parse(run_command(), line).unwrap(), full, "{line:?}");
-        }
-        // Global options before the subcommand (the form the README and the benchmark use).
-        for line in [
+            // Global options before the subcommand (the form the README and the benchmark use).
             &[
                 "distlock",
                 "--redis",
@@ -452,7 +447,7 @@ mod tests {
                 "notify",
                 "--",
                 "true",
-            ][..],
+            ],
             &[
                 "distlock", "-v", "--redis", "run", "run", "-k", "run", "--", "run",
             ],

@@ -36,8 +36,9 @@ impl Guard {
     }
 
     /// Start a guard that guards `group` from its first instruction, with the latest deadline:
-    /// both are in its mailbox and its pipe before it exists, so that a distlock stopped or killed right after
-    /// it started (a replacement for a guard that died) cannot leave it guarding nothing.
+    /// both are in its mailbox and its pipe before it exists, so that a distlock stopped or
+    /// killed right after it started (a replacement for a guard that died) cannot leave it
+    /// guarding nothing.
     pub fn start_watching(line: &Line, group: Pid) -> io::Result<Guard> {
         Guard::launch(line, Some(group))
     }
@@ -66,11 +67,11 @@ impl Guard {
         // SAFETY: the stack is 16-byte aligned, 16 KiB less the mailbox, leaked (so valid for
         // the guard's whole life), and grows down from its end, away from the mailbox.
         // `guard_entry` touches only that stack and the mailbox (given as its argument; it only
-        // reads `pipe` and `group` and raises `fired`, the last two atomically) and makes raw system calls: it never reads
-        // or writes distlock's memory or libc's state, which it shares (CLONE_VM). All signals
-        // are blocked in this thread across the clone, so the guard starts with every signal
-        // blocked (its mask is its own) and no handler of ours can run in it; this thread's mask
-        // is restored right after.
+        // reads `pipe` and `group` and raises `fired`, the last two atomically) and makes raw
+        // system calls: it never reads or writes distlock's memory or libc's state, which it
+        // shares (CLONE_VM). All signals are blocked in this thread across the clone, so the
+        // guard starts with every signal blocked (its mask is its own) and no handler of ours
+        // can run in it; this thread's mask is restored right after.
         let pid = unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut previous: libc::sigset_t = std::mem::zeroed();

@@ -26,6 +26,18 @@ struct Watch {
     fired: bool,
 }
 
+impl Watch {
+    /// The deadline to wake at next: SIGKILL's once the kill signal is sent (or distlock sends
+    /// it), else the kill signal's.
+    fn next(&self) -> u64 {
+        if self.fired || self.distlock_kills {
+            self.kill
+        } else {
+            self.term
+        }
+    }
+}
+
 /// The guard process. `arg` is its [`Mailbox`] (the read end of its pipe, and the flag it
 /// raises when it fires). Never returns.
 ///
@@ -127,12 +139,7 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
             // Deadlines, and no group named yet: the command is between vfork and exec (a few
             // microseconds, unless distlock is stopped right there), and names it without waking
             // the guard. Look at the first deadline, and every millisecond after it.
-            let first = if watch.fired || watch.distlock_kills {
-                watch.kill
-            } else {
-                watch.term
-            };
-            wake_at = first.max(now_nanos().saturating_add(1_000_000));
+            wake_at = watch.next().max(now_nanos().saturating_add(1_000_000));
         } else if group > 1 && watch.kill != 0 {
             let now = now_nanos();
             if now >= watch.kill {
@@ -154,11 +161,7 @@ pub(super) extern "C" fn guard_entry(arg: *mut libc::c_void) -> libc::c_int {
                 // Members that are stopped must run to handle it.
                 kill_group(group, libc::SIGCONT);
             }
-            wake_at = if watch.fired || watch.distlock_kills {
-                watch.kill
-            } else {
-                watch.term
-            };
+            wake_at = watch.next();
         }
         wait(pipe, timer, wake_at);
     }
