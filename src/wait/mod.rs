@@ -10,9 +10,13 @@
 //!   costs neither; a busy one is subscribed to and tried again at once.) A wake-up lost anyway
 //!   (a subscriber reconnecting) costs at most the refresh of our place.
 //! * **Fair and quiet.** A waiter in line attempts again when woken (its turn came: the lock was
-//!   handed to it, and its attempt takes it up), to keep its place alive (the lock says how
-//!   often), or when the holder's lock would expire (a holder that crashed publishes nothing),
-//!   but never more than once per [`MIN_POLL`].
+//!   handed to it, and its attempt takes it up) and to keep its place alive (the lock says how
+//!   often: every 2s on one server). The first in line also attempts just past the holder's
+//!   expiry (a holder that died publishes nothing; its expired lock goes to the first in line),
+//!   at most once per expiry it sees: a live holder pushes it back by each renewal, so the
+//!   first in line attempts once per `--ttl` minus the holder's renewal interval (no more than
+//!   0.5 per second for a TTL of 3s or more with the default renewal; 0.75 for 2s), and never
+//!   more often than [`FIRST_LOOK_MIN`]. The others attempt only to keep their place.
 //! * **Bounded time.** Every attempt gets a [`Budget`]: one `--redis-timeout`, cut to the end of
 //!   `--wait` plus one timeout, and cancelled by a termination signal. So `-n` ends within one
 //!   timeout, `--wait D` within D plus one timeout, and a signal ends the wait within a second,
@@ -69,9 +73,11 @@ pub struct WaitPolicy {
 const GIVE_UP_AFTER_SIGNAL: Duration = Duration::from_millis(400);
 /// Giving back gets at least this long (a write behind a lost reply needs no answer).
 const GIVE_UP_MIN: Duration = Duration::from_millis(100);
-/// A waiter in line attempts at most this often (besides its wake-ups): a waiting process sends
-/// at most 0.5 requests per second, whatever the holder's expiry.
-pub const MIN_POLL: Duration = Duration::from_secs(2);
+/// The first in line looks at the holder's expiry at most this often, whatever the holder's
+/// timing (a lock seen about to expire, a `--renew-every` close to the TTL). With the default
+/// renewal (a third of the TTL) it never binds: a live holder's lock has at least two thirds of
+/// its TTL (at least 667ms) left at any look.
+pub const FIRST_LOOK_MIN: Duration = Duration::from_millis(100);
 
 /// What to wait for.
 pub struct Wait<'a> {

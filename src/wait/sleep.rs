@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{MIN_POLL, WaitMode};
+use super::{FIRST_LOOK_MIN, WaitMode};
 use crate::lock::HolderTtl;
 
 /// After a release notification, a lock still found busy (its other servers have not applied
@@ -30,6 +30,8 @@ pub struct Seen {
     pub ttl: HolderTtl,
     /// In line: attempt again within this long, or lose the place.
     pub refresh_in: Option<Duration>,
+    /// In line: our place (1 = first).
+    pub position: Option<u32>,
     /// A release notification came, and the lock asks to be looked at again soon after one.
     pub after_notice: bool,
 }
@@ -46,16 +48,16 @@ pub fn next_sleep(
         // In line, polling: the lock may be handed to us at any time; the backoff (at most
         // SPIN_CAP) takes it up well within the take-up window.
         (WaitMode::Spin, _, Some(refresh)) => spin.next_with(jitter).min(refresh),
-        // In line: woken when our turn comes; meanwhile keep the place alive, and look when
-        // the holder's lock would expire (a holder that crashed publishes nothing), but not
-        // more often than MIN_POLL.
-        (_, ttl, Some(refresh)) => {
-            let expiry = match ttl {
-                HolderTtl::Expires(pttl) => past_expiry_with(pttl, jitter).max(MIN_POLL),
-                HolderTtl::Never => refresh,
-            };
-            refresh.min(expiry)
+        // In line: woken when our turn comes; meanwhile keep the place alive. A holder that
+        // died publishes nothing, and its lock, once expired, goes to the first in line at its
+        // next attempt: so the first in line also looks just past the holder's expiry (at most
+        // once per expiry it sees, which a live holder keeps pushing back by a renewal
+        // interval), and the others only refresh. The line as a whole looks once per expiry,
+        // not once per waiter.
+        (_, HolderTtl::Expires(pttl), Some(refresh)) if seen.position == Some(1) => {
+            refresh.min(past_expiry_with(pttl, jitter).max(FIRST_LOOK_MIN))
         }
+        (_, _, Some(refresh)) => refresh,
         (_, HolderTtl::Never, None) => no_expiry.next_with(jitter),
         (WaitMode::Notify, HolderTtl::Expires(pttl), None) => past_expiry_with(pttl, jitter),
         (WaitMode::Spin, HolderTtl::Expires(pttl), None) => {
@@ -185,6 +187,7 @@ mod tests {
             mode,
             ttl,
             refresh_in,
+            position: refresh_in.map(|_| 1),
             after_notice: notice,
         };
         let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);
@@ -200,21 +203,41 @@ mod tests {
     }
 
     #[test]
-    fn in_line_and_notified_a_waiter_refreshes_its_place_or_looks_at_the_expiry() {
+    fn in_line_and_notified_only_the_first_looks_at_the_holders_expiry() {
         // The holder's lock expires long after the place must be refreshed.
         let far = HolderTtl::Expires(Duration::from_secs(20));
-        assert_eq!(top(WaitMode::Notify, far, Some(ms(3000)), false), ms(3000));
-        // It expires sooner, but nobody looks more often than MIN_POLL.
-        let near = HolderTtl::Expires(ms(500));
+        assert_eq!(top_at(1, far, ms(2000)), ms(2000));
+        assert_eq!(top_at(2, far, ms(2000)), ms(2000));
+        // It expires sooner: the first in line looks just past it (233ms, 1ms past, and a
+        // spread of at most 233/8 ms); the others keep to their refresh.
+        let near = HolderTtl::Expires(ms(233));
         assert_eq!(
-            top(WaitMode::Notify, near, Some(ms(10_000)), false),
-            MIN_POLL
+            top_at(1, near, ms(2000)),
+            ms(234) + Duration::from_micros(29_125)
+        );
+        assert_eq!(top_at(2, near, ms(2000)), ms(2000));
+        assert_eq!(top_at(7, near, ms(2000)), ms(2000));
+        // About to expire: never more often than FIRST_LOOK_MIN.
+        assert_eq!(
+            top_at(1, HolderTtl::Expires(ms(3)), ms(2000)),
+            FIRST_LOOK_MIN
         );
         // No expiry: only the refresh.
-        assert_eq!(
-            top(WaitMode::Notify, HolderTtl::Never, Some(ms(700)), false),
-            ms(700)
-        );
+        assert_eq!(top_at(1, HolderTtl::Never, ms(700)), ms(700));
+    }
+
+    /// The next sleep of a notify waiter at `position` in line.
+    fn top_at(position: u32, ttl: HolderTtl, refresh: Duration) -> Duration {
+        let seen = Seen {
+            mode: WaitMode::Notify,
+            ttl,
+            refresh_in: Some(refresh),
+            position: Some(position),
+            after_notice: false,
+        };
+        let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);
+        let mut no_expiry = Backoff::new(SPIN_CAP, NO_EXPIRY_CAP);
+        next_sleep(&seen, &mut spin, &mut no_expiry, |max| max)
     }
 
     #[test]
@@ -231,6 +254,7 @@ mod tests {
             mode: WaitMode::Spin,
             ttl: HolderTtl::Expires(Duration::ZERO),
             refresh_in: None,
+            position: None,
             after_notice: false,
         };
         let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);
@@ -251,6 +275,7 @@ mod tests {
             mode: WaitMode::Notify,
             ttl: HolderTtl::Never,
             refresh_in: None,
+            position: None,
             after_notice: false,
         };
         let mut spin = Backoff::new(SPIN_BASE, SPIN_CAP);

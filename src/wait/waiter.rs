@@ -153,6 +153,7 @@ impl Waiter<'_> {
                 mode: st.mode,
                 ttl: holders.first.ttl,
                 refresh_in,
+                position,
                 after_notice,
             });
             self.last_held = Some(holders);

@@ -431,3 +431,17 @@ fn a_nested_run_reenters_through_the_cluster() {
     let topo = Cluster::start(3, 0);
     assert_a_nested_run_reenters(at(&topo.seeds_url()));
 }
+
+/// Issue 24: on a Cluster too, a dead holder's waiter starts within 0.3 s of its lock's
+/// expiry.
+#[test]
+fn a_dead_holders_waiter_starts_within_300ms_of_the_expiry() {
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.seeds_url();
+    assert_a_dead_holders_waiter_starts_promptly(
+        &|| at(&url),
+        &|key| cluster.node(cluster.node_for_slot(Cluster::slot_of(key))),
+        Duration::from_millis(300),
+        1,
+    );
+}

@@ -325,3 +325,57 @@ fn hand_off(watch: Watch) -> Vec<Request> {
     wait_for(&monitor, "the waiter's command", |r| r.command() == "ECHO");
     monitor.requests()
 }
+
+/// Issue 24: the first in line looks at the holder's expiry (a dead holder's waiter starts
+/// within 0.3 s of it), the others only keep their place; no waiter sends more than one script
+/// per 2 s while the holder renews a 3 s TTL (every second, the default third), which leaves
+/// at least 2 s on the lock at any look. Three waiters, watched for three scripts each.
+#[test]
+fn a_line_costs_each_waiter_at_most_one_script_per_2s() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = hold_until_released(distlock(&redis), &dir, "budget", &["--ttl", "3s"]);
+    let waiters: Vec<Child> = (1..=3)
+        .map(|place| {
+            let waiter = distlock(&redis)
+                .args(["run", "-k", "budget", "--", "true"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            wait_until("the waiter to take its place in line", || {
+                redis.in_line("budget") == place
+            });
+            waiter
+        })
+        .collect();
+    let monitor = Monitor::start(&redis);
+    let by_waiter = || {
+        let mut scripts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for r in monitor.requests() {
+            if r.is_full_script() && r.mode() == Some("join") {
+                let token = r.token().unwrap_or_default().to_owned();
+                scripts.entry(token).or_default().push(r.at);
+            }
+        }
+        scripts
+    };
+    wait_until("three scripts of each waiter", || {
+        let scripts = by_waiter();
+        scripts.len() == 3 && scripts.values().all(|at| at.len() >= 3)
+    });
+    for (token, at) in by_waiter() {
+        for pair in at.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= 1.5,
+                "waiter {token}: scripts {:.3}s apart: {at:?}",
+                pair[1] - pair[0]
+            );
+        }
+    }
+    release(&dir);
+    assert_eq!(finish(holder).status.code(), Some(0));
+    for waiter in waiters {
+        assert_eq!(finish(waiter).status.code(), Some(0));
+    }
+}

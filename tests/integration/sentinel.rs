@@ -257,3 +257,18 @@ fn a_nested_run_reenters_through_the_sentinels() {
     let topo = Sentinel::start(1);
     assert_a_nested_run_reenters(at(&topo.url()));
 }
+
+/// Issue 24: through the sentinels too, a dead holder's waiter starts within 0.3 s of its
+/// lock's expiry.
+#[test]
+fn a_dead_holders_waiter_starts_within_300ms_of_the_expiry() {
+    let topo = Sentinel::start(1);
+    let url = topo.url();
+    let primary = topo.node(topo.primary());
+    assert_a_dead_holders_waiter_starts_promptly(
+        &|| at(&url),
+        &|_| primary,
+        Duration::from_millis(300),
+        1,
+    );
+}
