@@ -81,11 +81,13 @@ fn a_run_survives_failovers_when_its_lock_was_replicated() {
     let mut topo = Sentinel::start(2);
     let url = topo.url();
     let dir = Scratch::new();
-    // The TTL must outlast the automatic failover below (down after 1s, then an election and
-    // a promotion), which a loaded machine stretches to several seconds; frequent renewals keep
-    // the waits short.
+    // The TTL must outlast the automatic failover below (the primary judged down after 3 s,
+    // then an election and a promotion: 5.3 s measured), which a loaded machine stretches, and
+    // an election that fails stretches by 6 s (twice the failover timeout) before the next
+    // one: a TERM at 20 s - 4 s of grace leaves room for both. Frequent renewals keep the
+    // waits short.
     let mut holder = Holder::new(at(&url), &dir, "fo")
-        .args(&["--ttl", "15s", "--renew-every", "1s"])
+        .args(&["--ttl", "20s", "--renew-every", "1s"])
         .then(&format!("echo done > {}", dir.str("done")))
         .hold();
     let old = topo.primary();
