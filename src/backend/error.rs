@@ -80,8 +80,6 @@ impl NoQuorum {
 pub struct Newer {
     /// The protocol the lock's marker names, as stored (sanitised by the script).
     pub found: String,
-    /// The lock's key, when the message does not name it otherwise (`list`).
-    pub key: Option<String>,
     /// The protocol this distlock's scripts speak, as the refusal names it (the lock module's
     /// `PROTOCOL`: the backend only reports what the script said).
     pub ours: String,
@@ -296,12 +294,8 @@ impl fmt::Display for BackendError {
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
             BackendError::NewerProtocol(newer) => write!(
                 f,
-                "{} is stored in key layout protocol {}, and this distlock ({}) speaks \
+                "the lock is stored in key layout protocol {}, and this distlock ({}) speaks \
                  protocol {}",
-                newer.key.as_deref().map_or_else(
-                    || "the lock".to_owned(),
-                    |k| format!("lock {}", crate::text::quote(k))
-                ),
                 newer.found,
                 env!("CARGO_PKG_VERSION"),
                 newer.ours
@@ -397,11 +391,7 @@ impl BackendError {
                     let mut words = err.detail().unwrap_or_default().split_whitespace();
                     let mut word = || words.next().unwrap_or("unknown").to_owned();
                     let (found, ours) = (word(), word());
-                    BackendError::NewerProtocol(Box::new(Newer {
-                        found,
-                        key: None,
-                        ours,
-                    }))
+                    BackendError::NewerProtocol(Box::new(Newer { found, ours }))
                 }
                 Some(code) => {
                     let code = code.to_owned();
