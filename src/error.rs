@@ -145,7 +145,6 @@ mod tests {
             "redis://h:1",
             BackendError::NewerProtocol(Box::new(crate::backend::Newer {
                 found: "2".into(),
-                key: None,
                 ours: "1".into(),
             })),
         );

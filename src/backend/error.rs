@@ -80,8 +80,6 @@ impl NoQuorum {
 pub struct Newer {
     /// The protocol the lock's marker names, as stored (sanitised by the script).
     pub found: String,
-    /// The lock's key, when the message does not name it otherwise (`list`).
-    pub key: Option<String>,
     /// The protocol this distlock's scripts speak, as the refusal names it (the lock module's
     /// `PROTOCOL`: the backend only reports what the script said).
     pub ours: String,
@@ -273,7 +271,7 @@ impl BackendError {
 
 /// What an ACL user needs for distlock (docs/protocol.md's "Redis key layout" and the topology
 /// sections of docs/guide.md say the same).
-const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time, and +scan for list; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
+const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time +xadd +xrange +xrevrange, +scan for list, +select for a database other than 0; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -296,12 +294,8 @@ impl fmt::Display for BackendError {
             BackendError::Reply(detail) => write!(f, "unexpected reply from Redis: {detail}"),
             BackendError::NewerProtocol(newer) => write!(
                 f,
-                "{} is stored in key layout protocol {}, and this distlock ({}) speaks \
+                "the lock is stored in key layout protocol {}, and this distlock ({}) speaks \
                  protocol {}",
-                newer.key.as_deref().map_or_else(
-                    || "the lock".to_owned(),
-                    |k| format!("lock {}", crate::text::quote(k))
-                ),
                 newer.found,
                 env!("CARGO_PKG_VERSION"),
                 newer.ours
@@ -397,11 +391,7 @@ impl BackendError {
                     let mut words = err.detail().unwrap_or_default().split_whitespace();
                     let mut word = || words.next().unwrap_or("unknown").to_owned();
                     let (found, ours) = (word(), word());
-                    BackendError::NewerProtocol(Box::new(Newer {
-                        found,
-                        key: None,
-                        ours,
-                    }))
+                    BackendError::NewerProtocol(Box::new(Newer { found, ours }))
                 }
                 Some(code) => {
                     let code = code.to_owned();

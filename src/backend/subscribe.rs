@@ -327,7 +327,12 @@ fn run(
                 continue;
             }
         };
-        let mut pubsub = conn.as_pubsub();
+        // Never dropped: redis-rs's PubSub unsubscribes when dropped (UNSUBSCRIBE and
+        // PUNSUBSCRIBE, then waits for their replies), which the documented ACL does not allow
+        // (each would be an entry in the server's ACL log) and which nothing needs: closing the
+        // connection, as dropping `conn` does, ends its subscription. (It holds no more than the
+        // messages that arrived during SUBSCRIBE.)
+        let mut pubsub = std::mem::ManuallyDrop::new(conn.as_pubsub());
         if let Err(e) = pubsub.subscribe(&channel) {
             if failed(
                 BackendError::from_command(e, connector.timeout()),

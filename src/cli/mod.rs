@@ -239,9 +239,11 @@ pub enum Command {
     ///
     /// One row per lock that is held or waited for: its holder as HOST:PID (a semaphore's as
     /// 2/4 HOST:PID: how many of its slots are held, and its oldest holder), how long it has
-    /// been held, when it expires, how many wait, and the command or note. Uses SCAN (never
-    /// KEYS), so it does not block the server. An aligned table on a terminal, tab-separated
-    /// lines otherwise, or JSON with --json (an array of what status --json prints).
+    /// been held, when it expires, how many wait, and the command or note. A lock that a newer
+    /// distlock stores in a newer key layout (protocol N) has a row of its own saying so
+    /// (holder "(protocol N)"): upgrade distlock to manage it. Uses SCAN (never KEYS), so it
+    /// does not block the server. An aligned table on a terminal, tab-separated lines
+    /// otherwise, or JSON with --json (an array of what status --json prints).
     List(ListArgs),
 
     /// Break a lock whoever holds it (every holder of a semaphore, or one), after showing who.

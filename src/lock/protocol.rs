@@ -22,8 +22,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    Answer, Conflict, CoolDown, HeldBy, HolderTtl, Holders, LockName, LockState, Ownership,
-    Queueing, Request, Token, Use, Validity, Waiting,
+    Answer, Conflict, CoolDown, HeldBy, HolderTtl, Holders, LockName, LockState, NewerLock,
+    Ownership, Queueing, Request, Token, Use, Validity, Waiting,
 };
 use crate::backend::{BackendError, Connector, Reply, Script};
 use crate::clock::Moment;
@@ -126,14 +126,20 @@ pub fn release_args(token: &Token, succeeded: bool) -> Vec<Vec<u8>> {
     args
 }
 
+/// What [`list`] found on one server.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The locks held or waited for, with what is known about them.
+    pub locks: Vec<(LockName, LockState)>,
+    /// The locks of a newer protocol, which the scripts refuse to read.
+    pub newer: Vec<NewerLock>,
+}
+
 /// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for,
-/// with what is known about it (one SCAN, then one read-only script per lock). Runs on the
-/// calling thread; every Redis command ends by its own timeout.
-pub fn list(
-    connector: &Connector,
-    prefix: &str,
-    pattern: &str,
-) -> Result<Vec<(LockName, LockState)>, BackendError> {
+/// with what is known about it (one SCAN, then one read-only script per lock), and the locks of
+/// a newer protocol, by name (the other locks are listed all the same). Runs on the calling
+/// thread; every Redis command ends by its own timeout.
+pub fn list(connector: &Connector, prefix: &str, pattern: &str) -> Result<Found, BackendError> {
     // Every primary's keys (a Redis Cluster's locks are spread over its shards).
     let mut keys: Vec<String> = Vec::new();
     for primary in connector.primaries()? {
@@ -155,7 +161,7 @@ pub fn list(
     keys.dedup();
     let cluster = connector.is_cluster();
     let mut node = connector.node();
-    let mut locks = Vec::new();
+    let mut found = Found::default();
     for key in keys {
         let name = LockName::new(prefix, &key);
         let deadline = Instant::now() + connector.timeout();
@@ -169,17 +175,18 @@ pub fn list(
             .and_then(|reply| decode_state(&reply));
         match state {
             Ok(state) if state.is_free() && state.waiters.is_empty() => {}
-            Ok(state) => locks.push((name, state)),
+            Ok(state) => found.locks.push((name, state)),
             // A key of another type that happens to match: not a lock.
             Err(e) if e.is_wrong_type() => {}
-            Err(BackendError::NewerProtocol(mut newer)) => {
-                newer.key = Some(key);
-                return Err(BackendError::NewerProtocol(newer));
-            }
+            // Not ours to read: named for what it is, and the listing goes on.
+            Err(BackendError::NewerProtocol(newer)) => found.newer.push(NewerLock {
+                name,
+                protocol: newer.found,
+            }),
             Err(e) => return Err(e),
         }
     }
-    Ok(locks)
+    Ok(found)
 }
 
 pub fn millis(d: Duration) -> u64 {

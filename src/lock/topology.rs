@@ -76,6 +76,17 @@ pub struct Listing {
     /// Each node of a Redlock that did not answer (a majority did): its address (passwords
     /// redacted) and why.
     pub silent: Vec<(String, BackendError)>,
+    /// The locks stored in a newer protocol than this distlock speaks (on a Redlock: on any
+    /// node), which it cannot read: only their names and protocols.
+    pub newer: Vec<NewerLock>,
+}
+
+/// A lock whose protocol marker names a newer protocol (see `lua/protocol.lua`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewerLock {
+    pub name: LockName,
+    /// The protocol its marker names, as the script reported it (sanitised there).
+    pub protocol: String,
 }
 
 /// Every lock under `prefix` whose key matches the glob `pattern` and that is held or waited
@@ -84,19 +95,22 @@ pub struct Listing {
 /// that did not answer.
 pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing, BackendError> {
     match topology {
-        Topology::Single(server) => Ok(Listing {
-            locks: protocol::list(server, prefix, pattern)?
-                .into_iter()
-                .map(|(name, state)| {
-                    let survey = Survey {
-                        agreed: Some(state),
-                        nodes: Vec::new(),
-                    };
-                    (name, survey)
-                })
-                .collect(),
-            silent: Vec::new(),
-        }),
+        Topology::Single(server) => {
+            let found = protocol::list(server, prefix, pattern)?;
+            Ok(Listing {
+                locks: (found.locks.into_iter())
+                    .map(|(name, state)| {
+                        let survey = Survey {
+                            agreed: Some(state),
+                            nodes: Vec::new(),
+                        };
+                        (name, survey)
+                    })
+                    .collect(),
+                silent: Vec::new(),
+                newer: found.newer,
+            })
+        }
         Topology::Redlock {
             nodes,
             node_timeout,

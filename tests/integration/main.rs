@@ -5,6 +5,7 @@
 
 mod fixtures;
 
+mod acl;
 mod chaos;
 mod ci;
 mod cluster;

@@ -1,7 +1,7 @@
 //! The key layout's protocol version (docs/protocol.md, "Protocol version"): a lock whose
 //! `P{K}:protocol` key names a newer layout than this distlock speaks is refused by every
-//! command with exit 65 and a message that says to upgrade, and nothing of it is read as a
-//! lock of ours, changed or deleted. The newer locks here are written by hand, as a future
+//! command with exit 65 and a message that says to upgrade (but `list`, which names it among
+//! the other locks), and nothing of it is read as a lock of ours, changed or deleted. The newer locks here are written by hand, as a future
 //! distlock might lay them out; `1` (this protocol, written explicitly) is accepted.
 
 use serde_json::Value;
@@ -88,13 +88,9 @@ fn every_command_refuses_a_lock_of_a_newer_protocol_and_leaves_it_alone() {
     let out = run(distlock(&redis).args(["status", "-k", "v2", "--json"]));
     assert_refused(&out, "status --json");
     assert!(out.stdout.is_empty(), "status printed a reading of it");
+    // `list` names it (below), without reading it.
     let out = run(distlock(&redis).args(["list"]));
-    assert_refused(&out, "list");
-    assert!(
-        stderr(&out).contains("lock \"v2\" is stored"),
-        "{}",
-        stderr(&out)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = run(distlock(&redis).args(["break", "-k", "v2", "--yes"]));
     assert_refused(&out, "break");
     for command in ["renew", "release"] {
@@ -107,6 +103,79 @@ fn every_command_refuses_a_lock_of_a_newer_protocol_and_leaves_it_alone() {
         before,
         "a refusing distlock changed the lock"
     );
+}
+
+/// The locks that `list` shows, in order: each row's key, holder and last column (text), or
+/// each object's key and what it says (JSON).
+fn listed(out: &std::process::Output) -> Vec<(String, String, String)> {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.starts_with('[') {
+        let items: Vec<Value> = serde_json::from_str(&text).unwrap();
+        return items
+            .iter()
+            .map(|item| {
+                let said = match item.get("protocol") {
+                    Some(p) => format!("protocol {} {}", p.as_str().unwrap(), item["error"]),
+                    None => format!("held {}", item["held"]),
+                };
+                (
+                    item["key"].as_str().unwrap().to_owned(),
+                    said,
+                    String::new(),
+                )
+            })
+            .collect();
+    }
+    (text.lines().skip(1))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('\t').collect();
+            assert_eq!(cells.len(), 6, "{line}");
+            (cells[0].into(), cells[1].into(), cells[5].into())
+        })
+        .collect()
+}
+
+/// `list` does not stop at a lock of a newer protocol: it lists every other lock, before and
+/// after it, and names that one for what it is (text and JSON), reading and changing nothing of
+/// it; its exit code stays 0 (listed).
+#[test]
+fn list_names_a_lock_of_a_newer_protocol_among_the_others() {
+    let redis = Redis::start();
+    for key in ["a", "c"] {
+        let out = run(distlock(&redis).args(["acquire", "-k", key, "--ttl", "60s", "--note", key]));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    newer_lock(&redis, "b");
+    let before = snapshot(&redis);
+
+    let out = run(distlock(&redis).arg("list"));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let rows = listed(&out);
+    let keys: Vec<&str> = rows.iter().map(|(k, _, _)| k.as_str()).collect();
+    assert_eq!(keys, ["a", "b", "c"], "{rows:?}");
+    assert_eq!(rows[0].2, "a");
+    assert_eq!(rows[2].2, "c");
+    assert_eq!(rows[1].1, "(protocol 2)", "{rows:?}");
+    assert!(
+        rows[1].2.contains("a lock of protocol 2")
+            && rows[1].2.contains("speaks protocol 1")
+            && rows[1].2.contains("upgrade distlock to manage it"),
+        "{rows:?}"
+    );
+
+    let out = run(distlock(&redis).args(["list", "--json"]));
+    let items = listed(&out);
+    let keys: Vec<&str> = items.iter().map(|(k, _, _)| k.as_str()).collect();
+    assert_eq!(keys, ["a", "b", "c"], "{items:?}");
+    assert_eq!(items[0].1, "held true");
+    assert_eq!(items[2].1, "held true");
+    assert!(
+        items[1].1.starts_with("protocol 2 ") && items[1].1.contains("upgrade distlock"),
+        "{items:?}"
+    );
+
+    assert_eq!(snapshot(&redis), before, "list changed the locks");
 }
 
 #[test]
@@ -170,13 +239,25 @@ fn an_unknown_marker_is_refused_not_ignored() {
 #[test]
 fn a_newer_lock_is_refused_over_a_redlock_and_on_a_cluster() {
     let nodes = Primaries::start(3);
-    let mut redlock = bare_distlock();
     for i in 0..nodes.len() {
         newer_lock(nodes.node(i), "v2");
-        redlock.arg("--redis").arg(nodes.url(i));
     }
-    let out = run(redlock.args(["run", "-k", "v2", "--", "true"]));
+    let redlock = || {
+        let mut cmd = bare_distlock();
+        for i in 0..nodes.len() {
+            cmd.arg("--redis").arg(nodes.url(i));
+        }
+        cmd
+    };
+    let out = run(redlock().args(["run", "-k", "v2", "--", "true"]));
     assert_refused(&out, "run over a Redlock");
+    // `list` names it beside a lock of ours.
+    let out = run(redlock().args(["acquire", "-k", "v1", "--ttl", "60s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows = listed(&run(redlock().arg("list")));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!((rows[0].0.as_str(), rows[1].0.as_str()), ("v1", "v2"));
+    assert_eq!(rows[1].1, "(protocol 2)", "{rows:?}");
 
     let cluster = Cluster::start(3, 0);
     let key = cluster.key_on(2, "v2");
@@ -194,6 +275,24 @@ fn a_newer_lock_is_refused_over_a_redlock_and_on_a_cluster() {
     assert_refused(
         &run(status.args(["status", "-k", &key])),
         "status on a Cluster",
+    );
+    let ours = cluster.key_on(0, "v1");
+    let mut list = bare_distlock();
+    list.env("DISTLOCK_REDIS_URL", cluster.seeds_url());
+    let out = run(list.args(["acquire", "-k", &ours, "--ttl", "60s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut list = bare_distlock();
+    list.env("DISTLOCK_REDIS_URL", cluster.url_of_node(1));
+    let rows = listed(&run(list.arg("list")));
+    let mut keys: Vec<&str> = rows.iter().map(|(k, _, _)| k.as_str()).collect();
+    keys.sort();
+    let mut expected = [ours.as_str(), key.as_str()];
+    expected.sort();
+    assert_eq!(keys, expected, "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|(k, holder, _)| *k == key && holder == "(protocol 2)"),
+        "{rows:?}"
     );
     assert_eq!(snapshot(cluster.node(owner)), before);
 }

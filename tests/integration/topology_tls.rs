@@ -2,7 +2,8 @@
 //! the sentinels' links and the cluster bus included), and distlock logs in as a user with
 //! exactly the rights the documentation lists for the topology (docs/protocol.md and the
 //! guide's topology sections), read from those pages: so a right the code needs and the
-//! documentation forgets fails here. Each test also checks that no
+//! documentation forgets fails here, and so does a command the code sends that the rights
+//! deny (the servers' `ACL LOG` stays empty). Each test also checks that no
 //! password shows in any output (`-v` included), and that a wrong password ends distlock with 69
 //! and an authentication message, at once, with nothing written.
 //!
@@ -27,97 +28,6 @@ const WRONG: &str = "Not-the-pw-5e1b";
 
 /// A wrong password must be reported at once: well within one `--redis-timeout` (2s).
 const AUTH_BOUND: Duration = Duration::from_secs(2);
-
-/// A page of the documentation, by its path from the repository's root.
-fn page(path: &str) -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
-}
-
-/// The section of `page` under the heading `heading`, up to the next heading (a `#` line
-/// outside a code block).
-fn section(page: &str, heading: &str) -> String {
-    let mut lines = page.lines().skip_while(|l| *l != heading);
-    assert!(lines.next().is_some(), "no heading {heading:?}");
-    let mut in_code = false;
-    let mut body = Vec::new();
-    for line in lines {
-        if line.starts_with("```") {
-            in_code = !in_code;
-        } else if line.starts_with('#') && !in_code {
-            break;
-        }
-        body.push(line);
-    }
-    body.join("\n")
-}
-
-/// The ACL rights that the paragraph of `section` that mentions "ACL" lists: each backquoted
-/// span made only of rights (`+cmd`, `-@cat`, `~keys`, `&channels`), in order.
-fn rights(section: &str) -> Vec<String> {
-    let paragraph = section
-        .split("\n\n")
-        .find(|p| p.contains("ACL"))
-        .unwrap_or_else(|| panic!("no paragraph about the ACL in:\n{section}"));
-    let is_right = |word: &str| {
-        (word.starts_with(['+', '~', '&']) || word.starts_with('-')) && !word.starts_with("--")
-    };
-    paragraph
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(|span| span.split_whitespace().collect::<Vec<_>>())
-        .filter(|words| !words.is_empty() && words.iter().all(|w| is_right(w)))
-        .map(|words| words.join(" "))
-        .collect()
-}
-
-/// What the documentation says each topology's user needs: docs/protocol.md for one server,
-/// the guide's topology sections for the others.
-struct Acls {
-    /// One server, `list` included (the "Redis key layout" ACL and its `+scan`).
-    server: String,
-    /// Data nodes behind Sentinel.
-    sentinel_data: String,
-    /// The sentinels.
-    sentinels: String,
-    /// Cluster nodes.
-    cluster: String,
-}
-
-fn documented_acls() -> Acls {
-    let protocol = page("docs/protocol.md");
-    let guide = page("docs/guide.md");
-    let server = rights(&section(&protocol, "## Redis key layout"));
-    assert!(
-        server.first().is_some_and(|r| r.contains("+evalsha")),
-        "docs/protocol.md's key layout lists the rights: {server:?}"
-    );
-    let server = server.join(" ");
-    let sentinel = rights(&section(&guide, "### Sentinel (`redis+sentinel://`)"));
-    let [data, sentinels] = &sentinel[..] else {
-        panic!(
-            "the guide's Sentinel section gives the data nodes' extra rights, then the sentinels' rights: {sentinel:?}"
-        );
-    };
-    let cluster = rights(&section(
-        &guide,
-        "### Redis Cluster (`redis+cluster://`, or a plain URL of a node)",
-    ));
-    let [cluster] = &cluster[..] else {
-        panic!("the guide's Cluster section gives the extra rights once: {cluster:?}");
-    };
-    Acls {
-        sentinel_data: format!("{server} {data}"),
-        sentinels: sentinels.clone(),
-        cluster: format!("{server} {cluster}"),
-        server,
-    }
-}
-
-/// `url` with `user:password@` after its scheme.
-fn with_user(url: &str, user: &str, password: &str) -> String {
-    url.replacen("://", &format!("://{user}:{password}@"), 1)
-}
 
 /// distlock at `url` (one URL, or several separated by spaces), trusting `pki`'s CA, with
 /// `-v`: the most it ever says, where a password would show if it could.
@@ -296,6 +206,9 @@ fn redlock_over_tls_as_the_documented_acl_user() {
         assert!(!nodes.node(i).exists(&lock_key("rl")), "node {i}");
     }
     expect(at(&url, &pki).args(["status", "-k", "rl"]), 1);
+    for i in 0..3 {
+        assert_no_acl_denials(nodes.node(i), &format!("Redlock node {i}"));
+    }
 
     assert_refused(&mut at(&urls(WRONG), &pki));
     for i in 0..3 {
@@ -346,6 +259,10 @@ fn sentinel_over_tls_as_the_documented_acl_users() {
     let_go(holder);
     assert_woken(waiting);
     assert!(!topo.node(primary).exists(&lock_key("sl")));
+    for i in 0..topo.len() {
+        assert_no_acl_denials(topo.node(i), &format!("Sentinel data node {i}"));
+    }
+    assert_no_acl_denials(topo.sentinel(0), "the sentinel");
 
     // Without `+role` on the data nodes: refused at once, the hint saying what is missing.
     let out = expect(
@@ -431,6 +348,10 @@ fn cluster_over_tls_as_the_documented_acl_user() {
             "{}",
             stdout(&out)
         );
+    }
+
+    for i in 0..cluster.len() {
+        assert_no_acl_denials(cluster.node(i), &format!("Cluster node {i}"));
     }
 
     assert_refused(&mut at(&with_user(&cluster.seeds_url(), USER, WRONG), &pki));

@@ -160,13 +160,18 @@ impl ClusterRoute {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Vec<Arc<Server>>, BackendError> {
+        // A plain URL: ask its server what it is before asking it for a slot map, which a
+        // user with the one-server ACL may not read (a denial is an entry in the ACL log).
+        if !self.is_cluster() && mode(&self.seeds[0], deadline, timeout)? == Mode::Standalone {
+            return Ok(vec![self.seeds[0].clone()]);
+        }
         match self.refresh(deadline, timeout) {
             Ok(()) => {}
-            // A server without cluster support: it is the only one. (Nor can a user whom the
-            // ACL denies CLUSTER SLOTS learn otherwise: such a server is taken as it is.)
-            Err(BackendError::Server { code, detail })
-                if !self.is_cluster()
-                    && (detail.contains("cluster support disabled") || code == "NOPERM") =>
+            // A server without cluster support (one too old to say so to HELLO): it is the
+            // only one. (A Cluster node whose user may not read the map is not taken for one
+            // server: the error says which right is missing.)
+            Err(BackendError::Server { detail, .. })
+                if !self.is_cluster() && detail.contains("cluster support disabled") =>
             {
                 return Ok(vec![self.seeds[0].clone()]);
             }
@@ -219,6 +224,48 @@ impl ClusterRoute {
             sent: false,
             after: timeout,
         }))
+    }
+}
+
+/// What a server says it is.
+#[derive(Debug, PartialEq)]
+enum Mode {
+    /// Not a Cluster node (`HELLO` says `standalone`).
+    Standalone,
+    /// A Cluster node, or a server that could not say (older than Redis 6, which has no
+    /// `HELLO`): its slot map decides.
+    Unknown,
+}
+
+/// Whether `server` is a Cluster node, from the `mode` field of `HELLO 2`'s reply (the
+/// connection speaks RESP2 already, so nothing changes on it). `HELLO` is one of the commands
+/// Redis lets every user run, whatever the ACL (like `AUTH`), so it is never denied, where
+/// `CLUSTER SLOTS` or `INFO` would be for a user with the one-server ACL of docs/protocol.md;
+/// and a Cluster's keys cannot be found from what that user may send (`SCAN` answers for the
+/// node alone, and only a key of a slot served elsewhere draws a `MOVED`).
+fn mode(server: &Server, deadline: Instant, timeout: Duration) -> Result<Mode, BackendError> {
+    let mut conn = server.open(deadline, timeout)?;
+    let _deferred = Deferred::new();
+    set_timeouts(&conn, limit(timeout, deadline, true)?)?;
+    let reply = redis::cmd("HELLO").arg(2).query::<redis::Value>(&mut conn);
+    match reply.map_err(|e| BackendError::from_command(e, timeout)) {
+        Ok(redis::Value::Array(fields)) => {
+            let text = |v: &redis::Value| match v {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                redis::Value::SimpleString(s) => s.clone(),
+                _ => String::new(),
+            };
+            let standalone = fields
+                .chunks(2)
+                .any(|pair| matches!(pair, [name, value] if text(name) == "mode" && text(value) == "standalone"));
+            Ok(if standalone {
+                Mode::Standalone
+            } else {
+                Mode::Unknown
+            })
+        }
+        Ok(_) | Err(BackendError::Server { .. }) => Ok(Mode::Unknown),
+        Err(e) => Err(e),
     }
 }
 

@@ -143,12 +143,16 @@ impl Server {
         // get_connection_with_timeout removes its temporary timeouts once connected: set ours.
         set_timeouts(&conn, self::limit(timeout, handshake_by, false)?)?;
         if tls {
-            let pong = redis::cmd("PING")
-                .query::<String>(&mut conn)
+            // HELLO, not PING: Redis lets every user run it whatever the ACL (as AUTH), where
+            // PING would be denied to the documented ACL user (an entry in the ACL log on every
+            // connection). The connection speaks RESP2 already: `HELLO 2` changes nothing.
+            let hello = redis::cmd("HELLO")
+                .arg(2)
+                .query::<redis::Value>(&mut conn)
                 .map_err(|e| BackendError::from_connect(e, limit));
-            match pong {
-                // Any reply from Redis proves the handshake done: an ACL user without `+ping`
-                // (the minimal ACL has none) gets NOPERM, and must not be refused for it.
+            match hello {
+                // Any reply from Redis proves the handshake done, an error too (a server older
+                // than Redis 6 does not know HELLO).
                 Ok(_) | Err(BackendError::Server { .. }) => {}
                 Err(e) => return Err(self.diagnose_tls(e, deadline)),
             }

@@ -122,12 +122,23 @@ pub fn list(
         .iter()
         .map(|(name, survey)| View::surveyed(name, survey, now))
         .collect();
+    // A lock of a newer protocol is listed among the others, in key order, for what it is.
+    let newer = &listing.newer;
     if json {
-        let items: Vec<_> = views.iter().map(View::json).collect();
+        let mut items: Vec<(&str, Item<'_>)> = (views.iter())
+            .map(|view| (view.name.key(), Item::Lock(Box::new(view.json()))))
+            .chain(
+                newer
+                    .iter()
+                    .map(|n| (n.name.key(), Item::Newer(view::newer_json(n)))),
+            )
+            .collect();
+        items.sort_by_key(|(key, _)| *key);
+        let items: Vec<Item<'_>> = items.into_iter().map(|(_, item)| item).collect();
         print_json(&items)?;
         return Ok(Exit::from(Code::Success));
     }
-    if views.is_empty() {
+    if views.is_empty() && newer.is_empty() {
         out.notice(
             Ev::NoLocks,
             format!(
@@ -149,13 +160,21 @@ pub fn list(
         ]
         .map(String::from),
     ];
-    rows.extend(
-        views
-            .iter()
-            .map(|view| view.row().map(|cell| crate::text::sanitize(&cell))),
-    );
+    let mut listed: Vec<[String; 6]> = (views.iter().map(View::row))
+        .chain(newer.iter().map(view::newer_row))
+        .collect();
+    listed.sort_by(|a, b| a[0].cmp(&b[0]));
+    rows.extend((listed.into_iter()).map(|row| row.map(|cell| crate::text::sanitize(&cell))));
     print(&table(&rows, std::io::stdout().is_terminal()))?;
     Ok(Exit::from(Code::Success))
+}
+
+/// An element of `list --json`: a lock, or a lock of a newer protocol.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    Lock(Box<view::LockJson<'a>>),
+    Newer(view::NewerJson<'a>),
 }
 
 /// Rows as an aligned table (on a terminal) or tab-separated lines (for scripts).

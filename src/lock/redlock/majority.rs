@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::Redlock;
 use crate::backend::{BackendError, Budget, Connector, NoQuorum};
-use crate::lock::{Answering, Listing, Lock, LockName, LockState, NodeFailure, Survey, protocol};
+use crate::lock::{
+    Answering, Listing, Lock, LockName, LockState, NewerLock, NodeFailure, Survey, protocol,
+};
 use crate::text::sanitize;
 
 /// How many of `nodes` make a majority.
@@ -58,13 +60,20 @@ pub fn list(
     pattern: &str,
 ) -> Result<Listing, BackendError> {
     let mut names: Vec<LockName> = Vec::new();
+    let mut newer: Vec<NewerLock> = Vec::new();
     let mut silent = Vec::new();
     for node in nodes {
         match protocol::list(node, prefix, pattern) {
             Ok(found) => {
-                for (name, _) in found {
+                for (name, _) in found.locks {
                     if !names.contains(&name) {
                         names.push(name);
+                    }
+                }
+                // A lock of a newer protocol on any node: not ours to survey.
+                for lock in found.newer {
+                    if !newer.iter().any(|n| n.name == lock.name) {
+                        newer.push(lock);
                     }
                 }
             }
@@ -81,7 +90,9 @@ pub fn list(
             failed: silent,
         })));
     }
+    names.retain(|name| !newer.iter().any(|n| n.name == *name));
     names.sort_by(|a, b| a.key().cmp(b.key()));
+    newer.sort_by(|a, b| a.name.key().cmp(b.name.key()));
     let mut locks = Vec::new();
     for name in names {
         let mut lock = Redlock::new(name.clone(), nodes, node_timeout);
@@ -95,7 +106,11 @@ pub fn list(
             Err(e) => return Err(e),
         }
     }
-    Ok(Listing { locks, silent })
+    Ok(Listing {
+        locks,
+        silent,
+        newer,
+    })
 }
 
 impl NodeFailure {

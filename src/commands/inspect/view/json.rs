@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::View;
-use crate::lock::{HeldBy, Holder, HolderTtl};
+use crate::lock::{HeldBy, Holder, HolderTtl, NewerLock};
 
 impl View<'_> {
     /// The lock as one JSON object (`status --json`, an element of `list --json`).
@@ -134,6 +134,26 @@ pub struct LockJson<'a> {
     /// A Redlock's only: each node's view, in the order the nodes were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     nodes: Option<Vec<NodeJson<'a>>>,
+}
+
+/// A lock of a newer protocol in `list --json`: its names, its protocol and what to do; no
+/// other field, since nothing else of it can be read.
+#[derive(Serialize)]
+pub struct NewerJson<'a> {
+    key: &'a str,
+    redis_key: &'a str,
+    protocol: &'a str,
+    error: String,
+}
+
+/// `lock` as `list --json` shows it.
+pub fn newer_json(lock: &NewerLock) -> NewerJson<'_> {
+    NewerJson {
+        key: lock.name.key(),
+        redis_key: lock.name.lock_key(),
+        protocol: &lock.protocol,
+        error: super::text::newer_note(lock),
+    }
 }
 
 /// One node's view: its address, then either the lock as it alone sees it (the fields of

@@ -17,6 +17,9 @@ mod json;
 mod tests;
 mod text;
 
+pub use json::{LockJson, NewerJson, newer_json};
+pub use text::newer_row;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::lock::{HeldBy, LockName, LockState, Survey, Waiting};

@@ -2,7 +2,7 @@
 //! `list`. Everything a holder says about itself is escaped here.
 
 use super::{Shown, View};
-use crate::lock::{HolderTtl, Waiting};
+use crate::lock::{HolderTtl, NewerLock, Waiting};
 
 impl View<'_> {
     /// Several lines about the lock, for people (`status`, and `break` before its question).
@@ -277,6 +277,29 @@ impl View<'_> {
             ),
         ]
     }
+}
+
+/// The row of `list` for a lock of a newer protocol: its key, its protocol, and what to do.
+/// Nothing else of it can be read (its scripts refuse it), hence the `?`s.
+pub fn newer_row(lock: &NewerLock) -> [String; 6] {
+    [
+        lock.name.key().to_owned(),
+        format!("(protocol {})", lock.protocol),
+        "?".into(),
+        "?".into(),
+        "?".into(),
+        newer_note(lock),
+    ]
+}
+
+/// What a lock of a newer protocol is and what to do about it, for `list` (text and JSON).
+pub fn newer_note(lock: &NewerLock) -> String {
+    format!(
+        "a lock of protocol {}; this distlock ({}) speaks protocol {}: upgrade distlock to manage it",
+        lock.protocol,
+        env!("CARGO_PKG_VERSION"),
+        crate::lock::PROTOCOL
+    )
 }
 
 /// ` (at 2026-11-23T09:58:55Z)`: an instant in parentheses after `word`, or nothing when the
