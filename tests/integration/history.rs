@@ -637,6 +637,26 @@ fn a_waiter_killed_in_line_is_recorded_once_its_place_lapses() {
     // The third lock is handed at once to its dead waiter, which never takes it up.
     release(&dirs[2]);
     assert_eq!(finish(h3).status.code(), Some(0));
+    // A fourth, handed to a live waiter that takes it up and is then killed: its expiry is a
+    // plain `expired`, a hold.
+    let taker_dir = Scratch::new();
+    let held = hold_until_released(with_history(), &taker_dir, "taken", &[]);
+    let taker = spawn(
+        distlock(&redis)
+            .args(["run", "-k", "taken", "--ttl", "1s", "--", "sh", "-c"])
+            .arg(format!("echo held > {}; sleep 60", taker_dir.str("held"))),
+    );
+    wait_until("the taker in line", || redis.in_line("taken") == 1);
+    release(&taker_dir);
+    assert_eq!(finish(held).status.code(), Some(0));
+    wait_for_file(&taker_dir.path("held"));
+    // (Its guard ends its command.)
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(taker.id() as i32),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    finish(taker);
     // When the two dead waiters' places lapse (and when they joined).
     let mut lapse = Vec::new();
     for (key, (_, token)) in keys.iter().zip(&dead).take(2) {
@@ -677,6 +697,20 @@ fn a_waiter_killed_in_line_is_recorded_once_its_place_lapses() {
     });
     let out = run(distlock(&redis).args(["run", "-k", "handed", "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_until("the killed taker's lock to expire", || {
+        !redis.exists(&lock_key("taken"))
+    });
+    let out = run(distlock(&redis).args(["run", "-k", "taken", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = log_json(distlock(&redis), &["-k", "taken"]);
+    assert_eq!(
+        kinds(&events),
+        [
+            "acquired", "released", "acquired", "expired", "acquired", "released"
+        ],
+        "{events:#?}"
+    );
+    assert!(events[3].get("why").is_none(), "{}", events[3]);
 
     let expected: [&[&str]; 3] = [
         &["acquired", "gave-up", "released"],
@@ -745,8 +779,8 @@ fn a_waiter_killed_in_line_is_recorded_once_its_place_lapses() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(stats.len(), 3);
-    for s in &stats {
+    assert_eq!(stats.len(), 4);
+    for s in stats.iter().filter(|s| s["key"] != "taken") {
         let lapsed = if s["key"] == "handed" { 0 } else { 1 };
         assert_eq!(s["events"]["gave-up"], lapsed, "{s}");
         assert_eq!(s["why"]["gave-up"]["lapsed"], lapsed, "{s}");
@@ -762,4 +796,55 @@ fn a_waiter_killed_in_line_is_recorded_once_its_place_lapses() {
     // No waiter left for the history to remember.
     let held: Vec<String> = redis.cmd(&["HKEYS", &format!("{}:held", history_key("purged"))]);
     assert_eq!(held, ["_history_ms"]);
+}
+
+/// The same on a semaphore's slots: a slot handed to a waiter killed in line ends in `expired`
+/// with `why: not-taken-up` (and its slot); one handed to a waiter that took it up and was
+/// then killed, in a plain `expired`.
+#[test]
+fn a_semaphore_slot_handed_to_a_dead_waiter_says_so() {
+    let redis = Redis::start();
+    let sem = ["--limit", "2"];
+    let (d1, d2, taker_dir) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let mut with_history = distlock(&redis);
+    with_history.args(["--history", "1h"]);
+    let one = hold_until_released(with_history, &d1, "sem", &sem);
+    let two = hold_until_released(distlock(&redis), &d2, "sem", &sem);
+    let dead = spawn(distlock(&redis).args(["run", "-k", "sem", "--limit", "2", "--", "true"]));
+    wait_until("the first waiter in line", || redis.in_line("sem") == 1);
+    let taker = spawn(
+        distlock(&redis)
+            .args([
+                "run", "-k", "sem", "--limit", "2", "--ttl", "1s", "--", "sh", "-c",
+            ])
+            .arg(format!("echo held > {}; sleep 60", taker_dir.str("held"))),
+    );
+    wait_until("the second waiter in line", || redis.in_line("sem") == 2);
+    let dead_pid = kill_waiter(dead);
+    release(&d1);
+    assert_eq!(finish(one).status.code(), Some(0));
+    release(&d2);
+    assert_eq!(finish(two).status.code(), Some(0));
+    wait_for_file(&taker_dir.path("held"));
+    let taker_pid = taker.id();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(taker_pid as i32),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    finish(taker);
+    // Both slots lapse (the take-up window, the taker's TTL), by the server's clock.
+    let slots = format!("{}:slots", lock_key("sem"));
+    let until: Vec<String> = redis.cmd(&["ZRANGE", &slots, "0", "-1", "WITHSCORES"]);
+    let last: u64 = until[until.len() - 1].parse().unwrap();
+    wait_until("both slots to lapse", || server_ms(&redis) > last);
+    let out = run(distlock(&redis).args(["run", "-k", "sem", "--limit", "2", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = log_json(distlock(&redis), &["-k", "sem"]);
+    let expired: Vec<&Value> = events.iter().filter(|e| e["event"] == "expired").collect();
+    assert_eq!(expired.len(), 2, "{events:#?}");
+    let of = |pid: u32| *expired.iter().find(|e| e["pid"] == pid).unwrap();
+    assert_eq!(of(dead_pid)["why"], "not-taken-up", "{events:#?}");
+    assert!(of(dead_pid)["slot"].is_u64());
+    assert!(of(taker_pid).get("why").is_none(), "{events:#?}");
 }
