@@ -59,8 +59,10 @@ pub struct StatsArgs {
     /// Print one JSON object per lock instead of text.
     ///
     /// key, events (how many of each kind: acquired, released, lost, expired, broken,
-    /// superseded, gave-up), wait_ms and hold_ms (each count, p50, p95 and max; null figures
-    /// without samples), first_ms and last_ms (the times of the first and last event).
+    /// superseded, gave-up), why (how many gave-up were lapsed places, how many expired were
+    /// hand-offs not taken up: {"gave-up": {"lapsed": N}, "expired": {"not-taken-up": N}}),
+    /// wait_ms and hold_ms (each count, p50, p95 and max; null figures without samples),
+    /// first_ms and last_ms (the times of the first and last event).
     #[arg(long)]
     pub json: bool,
 }

@@ -279,8 +279,9 @@ pub enum Command {
     ///
     /// One line per event, newest last: acquired (how long it waited, its place when it joined
     /// the line, the fence), released (how long it was held, the command's exit), lost,
-    /// expired (a holder that vanished, noticed by the next one), broken (by whom),
-    /// superseded (by whom), gave-up (a waiter that left after --wait). Each names the holder
+    /// expired (a holder that vanished, or a lock handed to a waiter that never took it up,
+    /// noticed by the next one), broken (by whom), superseded (by whom), gave-up (a waiter that
+    /// left after --wait, or was killed in line: its place lapsed). Each names the holder
     /// (host, pid, note or command) and its id (the first 8 characters of its token). Without
     /// -k, every lock under the prefix, merged by time. Events are kept only for locks taken
     /// with --history (see there); a lock without a history prints nothing. Over a Redlock,
@@ -290,8 +291,9 @@ pub enum Command {
 
     /// Count a lock's events and summarise how long holders waited and held it.
     ///
-    /// Per lock: how many of each event, and the wait (acquired) and hold (released, lost,
-    /// expired, broken) times as p50, p95 and max; on a terminal, a small histogram of each.
+    /// Per lock: how many of each event (and how many gave-up were lapsed places), and the
+    /// wait (acquired) and hold (released, lost, expired, broken) times as p50, p95 and max;
+    /// on a terminal, a small histogram of each.
     /// A lock without a history says so on stderr and exits 0.
     Stats(history::StatsArgs),
 

@@ -19,6 +19,13 @@ const NUMBERS: &[&str] = &[
     "by_pid",
 ];
 
+/// The `why` of a `gave-up` recorded for a waiter whose place in line lapsed (it stopped
+/// refreshing it: killed, stopped, cut off), by the script that purged it.
+pub const LAPSED: &str = "lapsed";
+
+/// The `why` of an `expired` hold that was a lock handed to a waiter which never took it up.
+pub const NOT_TAKEN_UP: &str = "not-taken-up";
+
 /// An event of a lock's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -157,11 +164,14 @@ impl Event {
                 if let Some(outcome) = self.get("outcome") {
                     parts.push(outcome.to_owned());
                 }
-                if let Some(why) = self.get("why") {
-                    parts.push(why.to_owned());
-                }
-                if self.kind == "expired" {
-                    parts.push("holder vanished without releasing".into());
+                match (self.kind.as_str(), self.get("why")) {
+                    ("expired", Some(NOT_TAKEN_UP)) => parts.push(
+                        "handed over but never taken up: the waiter was gone (killed in line?)"
+                            .into(),
+                    ),
+                    ("expired", _) => parts.push("holder vanished without releasing".into()),
+                    (_, Some(why)) => parts.push(why.to_owned()),
+                    (_, None) => {}
                 }
                 if self.kind == "broken" {
                     let user = self
@@ -178,8 +188,17 @@ impl Event {
                 parts.push(format!("by {}", self.who("by_")));
             }
             "gave-up" => {
+                let lapsed = self.get("why") == Some(LAPSED);
                 if let Some(waited) = dur("waited_ms") {
-                    parts.push(format!("waited {waited}"));
+                    let words = if lapsed { "waited at most" } else { "waited" };
+                    parts.push(format!("{words} {waited}"));
+                }
+                match self.get("why") {
+                    Some(LAPSED) => parts.push(
+                        "its place in line lapsed: the waiter stopped keeping it (killed?)".into(),
+                    ),
+                    Some(why) => parts.push(why.to_owned()),
+                    None => {}
                 }
             }
             _ => {}
@@ -247,6 +266,48 @@ mod tests {
         assert_eq!(json["event"], "acquired");
         assert_eq!(json["ts"], "2026-11-25T03:00:01.000Z");
         assert!(json.get("recorded_by").is_none());
+    }
+
+    #[test]
+    fn a_lapsed_place_and_an_untaken_hand_off_say_so() {
+        let e = Event::decode(&entry(
+            "1764039601000-0",
+            &[
+                ("event", "gave-up"),
+                ("key", "deploy"),
+                ("host", "web-3"),
+                ("pid", "8812"),
+                ("command", "make"),
+                ("waited_ms", "7000"),
+                ("place", "2"),
+                ("why", "lapsed"),
+                ("token", "abcdef12"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(
+            e.line(false),
+            "2025-11-25T03:00:01Z  gave-up     web-3 pid 8812 (make)  waited at most 7s  its place in line lapsed: the waiter stopped keeping it (killed?)  id abcdef12"
+        );
+        assert_eq!(e.to_json()["why"], "lapsed");
+        let e = Event::decode(&entry(
+            "1764039601000-0",
+            &[
+                ("event", "expired"),
+                ("key", "deploy"),
+                ("host", "web-3"),
+                ("held_ms", "3001"),
+                ("why", "not-taken-up"),
+            ],
+        ))
+        .unwrap();
+        assert!(
+            e.line(false).ends_with(
+                "held at most 3s  handed over but never taken up: the waiter was gone (killed in line?)"
+            ),
+            "{}",
+            e.line(false)
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::exit::Exit;
 use crate::lock::{LockName, Topology};
 use crate::output::{Ev, Output};
 
-use super::event::Event;
+use super::event::{Event, LAPSED, NOT_TAKEN_UP};
 use super::read::{self, Query};
 use super::time::rfc3339;
 
@@ -23,6 +23,13 @@ pub const KINDS: [&str; 7] = [
     "broken",
     "superseded",
     "gave-up",
+];
+
+/// The reasons counted apart, each of one kind of event (a `why` the scripts record): they are
+/// shown beside that kind's count.
+pub const REASONS: [(&str, &str, &str); 2] = [
+    ("gave-up", LAPSED, "lapsed"),
+    ("expired", NOT_TAKEN_UP, "never taken up"),
 ];
 
 /// `distlock stats`, decided.
@@ -125,29 +132,52 @@ impl Summary {
 pub struct LockStats {
     /// How many of each kind.
     pub counts: BTreeMap<String, usize>,
+    /// How many of each kind and reason of [`REASONS`].
+    pub reasons: BTreeMap<(String, String), usize>,
     /// How long each `acquired` waited.
     pub wait: Summary,
-    /// How long each hold lasted (`released`, `lost`, `expired` — at most —, `broken`).
+    /// How long each hold lasted (`released`, `lost`, `expired` — at most —, `broken`; not a
+    /// lock handed over that was never taken up).
     pub hold: Summary,
     /// The first and last event's time.
     pub span: (u64, u64),
 }
 
+impl LockStats {
+    /// How many events of `kind` were recorded with why `reason` (one of [`REASONS`]).
+    pub fn reason(&self, kind: &str, reason: &str) -> usize {
+        self.reasons
+            .get(&(kind.to_owned(), reason.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// Add up the events of one lock.
 pub fn summarize(events: &[Event]) -> LockStats {
     let mut counts = BTreeMap::new();
+    let mut reasons = BTreeMap::new();
     let (mut wait, mut hold) = (Vec::new(), Vec::new());
     for e in events {
         *counts.entry(e.kind.clone()).or_insert(0) += 1;
+        let why = e.get("why").unwrap_or_default();
+        if REASONS
+            .iter()
+            .any(|(kind, w, _)| *kind == e.kind && *w == why)
+        {
+            *reasons.entry((e.kind.clone(), why.to_owned())).or_insert(0) += 1;
+        }
         let ms = |name: &str| e.get(name).and_then(|v| v.parse::<u64>().ok());
         match e.kind.as_str() {
             "acquired" => wait.extend(ms("waited_ms")),
+            "expired" if why == NOT_TAKEN_UP => {}
             "released" | "lost" | "expired" | "broken" => hold.extend(ms("held_ms")),
             _ => {}
         }
     }
     LockStats {
         counts,
+        reasons,
         wait: Summary::new(wait),
         hold: Summary::new(hold),
         span: (
@@ -210,9 +240,20 @@ pub fn stats(cfg: StatsConfig, out: &Output) -> Result<Exit, Error> {
                     )
                 })
                 .collect();
+            let mut why = serde_json::Map::new();
+            for (kind, reason, _) in REASONS {
+                let n = s.reason(kind, reason);
+                let entry = why
+                    .entry(kind)
+                    .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+                if let serde_json::Value::Object(m) = entry {
+                    m.insert(reason.to_owned(), n.into());
+                }
+            }
             let object = serde_json::json!({
                 "key": key,
                 "events": counts,
+                "why": why,
                 "wait_ms": s.wait.to_json(),
                 "hold_ms": s.hold.to_json(),
                 "first_ms": s.span.0,
@@ -230,7 +271,20 @@ pub fn stats(cfg: StatsConfig, out: &Output) -> Result<Exit, Error> {
         ));
         let counts: Vec<String> = KINDS
             .iter()
-            .map(|k| format!("{k} {}", s.counts.get(*k).copied().unwrap_or(0)))
+            .map(|k| {
+                let mut text = format!("{k} {}", s.counts.get(*k).copied().unwrap_or(0));
+                let apart: Vec<String> = REASONS
+                    .iter()
+                    .filter(|(kind, ..)| kind == k)
+                    .map(|(kind, reason, words)| (s.reason(kind, reason), words))
+                    .filter(|(n, _)| *n > 0)
+                    .map(|(n, words)| format!("{n} {words}"))
+                    .collect();
+                if !apart.is_empty() {
+                    text.push_str(&format!(" ({})", apart.join(", ")));
+                }
+                text
+            })
             .collect();
         text.push_str(&format!("  {}\n", counts.join("  ")));
         text.push_str(&format!("  wait  {}\n", s.wait.words()));
@@ -252,6 +306,40 @@ pub fn stats(cfg: StatsConfig, out: &Output) -> Result<Exit, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(kind: &str, fields: &[(&str, &str)]) -> Event {
+        Event {
+            at_ms: 1,
+            id: "1-0".into(),
+            kind: kind.into(),
+            key: "k".into(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            recorded_by: None,
+            last_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn reasons_are_counted_apart_and_an_untaken_hand_off_is_no_hold() {
+        let s = summarize(&[
+            event("gave-up", &[("waited_ms", "100")]),
+            event("gave-up", &[("why", "lapsed"), ("waited_ms", "7000")]),
+            event("expired", &[("why", "not-taken-up"), ("held_ms", "3000")]),
+            event("expired", &[("held_ms", "40")]),
+            event(
+                "lost",
+                &[("why", "the lock key was deleted"), ("held_ms", "5")],
+            ),
+        ]);
+        assert_eq!(s.counts["gave-up"], 2);
+        assert_eq!(s.reason("gave-up", "lapsed"), 1);
+        assert_eq!(s.reason("expired", "not-taken-up"), 1);
+        assert_eq!(s.reasons.len(), 2);
+        assert_eq!(s.hold.samples, [5, 40]);
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

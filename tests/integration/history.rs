@@ -565,3 +565,286 @@ fn sentinel_keeps_the_history_on_the_primary() {
     let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["events"]["released"], 1, "{stats}");
 }
+
+/// The server's clock (TIME), in ms.
+fn server_ms(redis: &Redis) -> u64 {
+    let t: Vec<String> = redis.cmd(&["TIME"]);
+    t[0].parse::<u64>().unwrap() * 1000 + t[1].parse::<u64>().unwrap() / 1000
+}
+
+/// A waiter in line at `key` (run `-- true`), once it is there: its process, and its token as
+/// the line knows it.
+fn waiter_in_line(redis: &Redis, key: &str) -> (std::process::Child, String) {
+    let waiter = spawn(distlock(redis).args(["run", "-k", key, "--", "true"]));
+    let queue = format!("{}:queue", lock_key(key));
+    let mut token = String::new();
+    wait_until(&format!("the waiter in line at {key}"), || {
+        let line: Vec<String> = redis.cmd(&["ZRANGE", &queue, "0", "-1"]);
+        token = line.first().cloned().unwrap_or_default();
+        !token.is_empty()
+    });
+    (waiter, token)
+}
+
+/// SIGKILL distlock `waiter` and its guard: nothing of it refreshes its place any more.
+fn kill_waiter(waiter: std::process::Child) -> u32 {
+    let pid = nix::unistd::Pid::from_raw(waiter.id() as i32);
+    wait_until("the waiter's guard", || !guards_of(pid).is_empty());
+    let guards = guards_of(pid);
+    nix::sys::signal::kill(pid, Signal::SIGKILL).unwrap();
+    for guard in guards {
+        let _ = nix::sys::signal::kill(guard, Signal::SIGKILL);
+        wait_dead(guard);
+    }
+    assert_eq!(crate::fixtures::signal_of(&finish(waiter)), Some(9));
+    pid.as_raw() as u32
+}
+
+/// Issue 24: a waiter SIGKILLed in line leaves a trace: `gave-up` with `why: lapsed`, the
+/// waiter's metadata and 8-character token, its place, and `waited_ms` up to the lapse of its
+/// place (6s after its last refresh, on the server's clock), recorded by the next script that
+/// purges the line (here a live waiter's refresh) or, when the line's keys expired with the
+/// dead waiter's place, by the next script that runs (here the holder's release). A lock
+/// handed to a waiter killed in line, which never takes it up, ends in `expired` with `why:
+/// not-taken-up` once the take-up window (3s) passed. `log` says both, `stats` counts them.
+#[test]
+fn a_waiter_killed_in_line_is_recorded_once_its_place_lapses() {
+    let redis = Redis::start();
+    let with_history = || {
+        let mut cmd = distlock(&redis);
+        cmd.args(["--history", "1h"]);
+        cmd
+    };
+    // Three locks held, each with a waiter in line (without --history: the history exists).
+    let dirs = [Scratch::new(), Scratch::new(), Scratch::new()];
+    let keys = ["alone", "purged", "handed"];
+    let mut holders = Vec::new();
+    let mut waiters = Vec::new();
+    for (dir, key) in dirs.iter().zip(keys) {
+        holders.push(hold_until_released(with_history(), dir, key, &[]));
+        waiters.push(waiter_in_line(&redis, key));
+    }
+    let mut dead = Vec::new();
+    for (waiter, token) in waiters {
+        dead.push((kill_waiter(waiter), token));
+    }
+    let mut holders = holders.into_iter();
+    let (h1, h2, h3) = (
+        holders.next().unwrap(),
+        holders.next().unwrap(),
+        holders.next().unwrap(),
+    );
+    // The third lock is handed at once to its dead waiter, which never takes it up.
+    release(&dirs[2]);
+    assert_eq!(finish(h3).status.code(), Some(0));
+    // A fourth, handed to a live waiter that takes it up and is then killed: its expiry is a
+    // plain `expired`, a hold.
+    let taker_dir = Scratch::new();
+    let held = hold_until_released(with_history(), &taker_dir, "taken", &[]);
+    let taker = spawn(
+        distlock(&redis)
+            .args(["run", "-k", "taken", "--ttl", "1s", "--", "sh", "-c"])
+            .arg(format!("echo held > {}; sleep 60", taker_dir.str("held"))),
+    );
+    wait_until("the taker in line", || redis.in_line("taken") == 1);
+    release(&taker_dir);
+    assert_eq!(finish(held).status.code(), Some(0));
+    wait_for_file(&taker_dir.path("held"));
+    // (Its guard ends its command.)
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(taker.id() as i32),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    finish(taker);
+    // When the two dead waiters' places lapse (and when they joined).
+    let mut lapse = Vec::new();
+    for (key, (_, token)) in keys.iter().zip(&dead).take(2) {
+        let alive = format!("{}:alive", lock_key(key));
+        let deadline: u64 = redis.cmd(&["ZSCORE", &alive, token]);
+        let waiters = format!("{}:waiters", lock_key(key));
+        let entry: String = redis.cmd(&["HGET", &waiters, token]);
+        let since: u64 = serde_json::from_str::<Value>(&entry).unwrap()["since"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        lapse.push((deadline, since));
+    }
+    // A live waiter joins behind the second dead one: its refreshes purge the line.
+    let live = spawn(distlock(&redis).args(["run", "-k", "purged", "--", "true"]));
+    wait_until("the live waiter in line", || redis.in_line("purged") == 2);
+    wait_for_last(&redis, "purged", "gave-up");
+    assert!(server_ms(&redis) > lapse[1].0);
+    release(&dirs[1]);
+    assert_eq!(finish(h2).status.code(), Some(0));
+    assert_eq!(finish(live).status.code(), Some(0));
+    // The first dead waiter was alone in line: the line's keys expire with its place, and
+    // nothing is recorded until a script runs.
+    wait_until("the line of the lone dead waiter to expire", || {
+        !redis.exists(&format!("{}:queue", lock_key("alone")))
+    });
+    assert!(server_ms(&redis) > lapse[0].0);
+    assert_eq!(
+        kinds(&log_json(distlock(&redis), &["-k", "alone"])),
+        ["acquired"]
+    );
+    release(&dirs[0]);
+    assert_eq!(finish(h1).status.code(), Some(0));
+    // The handed lock's take-up window passed: the next taker notices.
+    wait_until("the unclaimed hand-off to expire", || {
+        !redis.exists(&lock_key("handed"))
+    });
+    let out = run(distlock(&redis).args(["run", "-k", "handed", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_until("the killed taker's lock to expire", || {
+        !redis.exists(&lock_key("taken"))
+    });
+    let out = run(distlock(&redis).args(["run", "-k", "taken", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = log_json(distlock(&redis), &["-k", "taken"]);
+    assert_eq!(
+        kinds(&events),
+        [
+            "acquired", "released", "acquired", "expired", "acquired", "released"
+        ],
+        "{events:#?}"
+    );
+    assert!(events[3].get("why").is_none(), "{}", events[3]);
+
+    let expected: [&[&str]; 3] = [
+        &["acquired", "gave-up", "released"],
+        &["acquired", "gave-up", "released", "acquired", "released"],
+        &[
+            "acquired", "released", "acquired", "expired", "acquired", "released",
+        ],
+    ];
+    let mut logs = Vec::new();
+    for (key, want) in keys.iter().zip(expected) {
+        let events = log_json(distlock(&redis), &["-k", key]);
+        assert_eq!(kinds(&events), want, "{key}: {events:#?}");
+        logs.push(events);
+    }
+    for (i, (deadline, since)) in lapse.iter().enumerate() {
+        let gave_up = &logs[i][1];
+        let (pid, token) = &dead[i];
+        assert_eq!(gave_up["why"], "lapsed", "{gave_up}");
+        assert_eq!(gave_up["token"].as_str().unwrap(), &token[..8]);
+        assert_eq!(gave_up["pid"], *pid, "{gave_up}");
+        assert_eq!(gave_up["command"], "true");
+        assert!(gave_up["host"].is_string() && gave_up["user"].is_string());
+        assert_eq!(gave_up["place"], 1);
+        let at = ms(gave_up, "at_ms");
+        assert!(at > *deadline, "{gave_up}");
+        // Purged: up to the lapse; noticed later: up to then.
+        let waited = ms(gave_up, "waited_ms");
+        if i == 1 {
+            assert_eq!(waited, deadline - since, "{gave_up}");
+        } else {
+            assert!(
+                (deadline - since..=at - since).contains(&waited),
+                "{gave_up}"
+            );
+        }
+    }
+    let handed = &logs[2][2];
+    let expired = &logs[2][3];
+    assert_eq!(handed["pid"], dead[2].0, "{handed}");
+    assert_eq!(expired["token"], handed["token"]);
+    assert_eq!(expired["why"], "not-taken-up", "{expired}");
+    // Never a full token.
+    for (key, (_, token)) in keys.iter().zip(&dead) {
+        let raw: String = redis
+            .cmd::<Vec<(String, Vec<String>)>>(&["XRANGE", &history_key(key), "-", "+"])
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(!raw.contains(token.as_str()), "{raw}");
+    }
+    // `log` says why; `stats` counts it.
+    let text = run(distlock(&redis).args(["log", "-k", "alone"]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text.lines().nth(1).unwrap();
+    assert!(
+        line.contains("gave-up") && line.contains("place in line lapsed"),
+        "{text}"
+    );
+    let text = run(distlock(&redis).args(["log", "-k", "handed"]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("never taken up"), "{text}");
+    let out = run(distlock(&redis).args(["stats", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stats: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stats.len(), 4);
+    for s in stats.iter().filter(|s| s["key"] != "taken") {
+        let lapsed = if s["key"] == "handed" { 0 } else { 1 };
+        assert_eq!(s["events"]["gave-up"], lapsed, "{s}");
+        assert_eq!(s["why"]["gave-up"]["lapsed"], lapsed, "{s}");
+        let untaken = if s["key"] == "handed" { 1 } else { 0 };
+        assert_eq!(s["why"]["expired"]["not-taken-up"], untaken, "{s}");
+    }
+    // A hand-off never taken up was not a hold.
+    let handed = stats.iter().find(|s| s["key"] == "handed").unwrap();
+    assert_eq!(handed["hold_ms"]["count"], 2, "{handed}");
+    let out = run(distlock(&redis).args(["stats", "-k", "purged"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("gave-up 1 (1 lapsed)"), "{text}");
+    // No waiter left for the history to remember.
+    let held: Vec<String> = redis.cmd(&["HKEYS", &format!("{}:held", history_key("purged"))]);
+    assert_eq!(held, ["_history_ms"]);
+}
+
+/// The same on a semaphore's slots: a slot handed to a waiter killed in line ends in `expired`
+/// with `why: not-taken-up` (and its slot); one handed to a waiter that took it up and was
+/// then killed, in a plain `expired`.
+#[test]
+fn a_semaphore_slot_handed_to_a_dead_waiter_says_so() {
+    let redis = Redis::start();
+    let sem = ["--limit", "2"];
+    let (d1, d2, taker_dir) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let mut with_history = distlock(&redis);
+    with_history.args(["--history", "1h"]);
+    let one = hold_until_released(with_history, &d1, "sem", &sem);
+    let two = hold_until_released(distlock(&redis), &d2, "sem", &sem);
+    let dead = spawn(distlock(&redis).args(["run", "-k", "sem", "--limit", "2", "--", "true"]));
+    wait_until("the first waiter in line", || redis.in_line("sem") == 1);
+    let taker = spawn(
+        distlock(&redis)
+            .args([
+                "run", "-k", "sem", "--limit", "2", "--ttl", "1s", "--", "sh", "-c",
+            ])
+            .arg(format!("echo held > {}; sleep 60", taker_dir.str("held"))),
+    );
+    wait_until("the second waiter in line", || redis.in_line("sem") == 2);
+    let dead_pid = kill_waiter(dead);
+    release(&d1);
+    assert_eq!(finish(one).status.code(), Some(0));
+    release(&d2);
+    assert_eq!(finish(two).status.code(), Some(0));
+    wait_for_file(&taker_dir.path("held"));
+    let taker_pid = taker.id();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(taker_pid as i32),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    finish(taker);
+    // Both slots lapse (the take-up window, the taker's TTL), by the server's clock.
+    let slots = format!("{}:slots", lock_key("sem"));
+    let until: Vec<String> = redis.cmd(&["ZRANGE", &slots, "0", "-1", "WITHSCORES"]);
+    let last: u64 = until[until.len() - 1].parse().unwrap();
+    wait_until("both slots to lapse", || server_ms(&redis) > last);
+    let out = run(distlock(&redis).args(["run", "-k", "sem", "--limit", "2", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = log_json(distlock(&redis), &["-k", "sem"]);
+    let expired: Vec<&Value> = events.iter().filter(|e| e["event"] == "expired").collect();
+    assert_eq!(expired.len(), 2, "{events:#?}");
+    let of = |pid: u32| *expired.iter().find(|e| e["pid"] == pid).unwrap();
+    assert_eq!(of(dead_pid)["why"], "not-taken-up", "{events:#?}");
+    assert!(of(dead_pid)["slot"].is_u64());
+    assert!(of(taker_pid).get("why").is_none(), "{events:#?}");
+}

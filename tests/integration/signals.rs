@@ -134,24 +134,6 @@ fn holder_with_a_background_process(
     (holder, child, grandchild)
 }
 
-/// The live (not zombie) guard processes started by distlock `parent`.
-fn guards_of(parent: Pid) -> Vec<Pid> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
-                && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                    let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-                    let state = fields.next();
-                    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-                    state != Some("Z") && ppid == Some(parent.as_raw())
-                })
-        })
-        .filter_map(|e| e.file_name().to_str()?.parse().ok().map(Pid::from_raw))
-        .collect()
-}
-
 fn guard_of(parent: Pid) -> bool {
     !guards_of(parent).is_empty()
 }

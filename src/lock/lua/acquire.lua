@@ -42,6 +42,7 @@ h_sweep()
 if redis.call('GET', LOCK) == token then
   if redis.call('HGET', OWNER, 'handed') then
     redis.call('HDEL', OWNER, 'handed')
+    h_taken_up(token)
     redis.call('PEXPIRE', LOCK, claim)
     redis.call('PEXPIRE', OWNER, claim)
   else
@@ -59,6 +60,7 @@ if slot then
   end
   if held.handed then
     held.handed = nil
+    h_taken_up(token)
     redis.call('HSET', HOLDERS, token, cjson.encode(held))
     redis.call('ZADD', SLOTS, int(NOW + claim), token)
     expire_with(SLOTS, {SLOTS, HOLDERS})
@@ -151,7 +153,9 @@ else
   w.limit = tostring(limit)
   w.takeup_ms = tostring(takeup)
   w.place = tostring(redis.call('ZCARD', QUEUE))
-  redis.call('HSET', WAITERS, token, cjson.encode(w))
+  local entry = cjson.encode(w)
+  redis.call('HSET', WAITERS, token, entry)
+  h_waiting(token, entry)
 end
 redis.call('ZADD', ALIVE, int(NOW + place), token)
 -- Newest replaces the running one (--replace): the mutex holder is asked to stop its command

@@ -96,11 +96,16 @@ local function leave_queue(token)
   redis.call('ZREM', QUEUE, token)
   redis.call('ZREM', ALIVE, token)
   redis.call('HDEL', WAITERS, token)
+  h_left_line(token)
 end
 
--- Forget waiters whose place was not kept alive (their process is gone).
+-- Forget waiters whose place was not kept alive (their process is gone), and say so in the
+-- lock's history (if it has one and this script records: see history.lua).
 local function purge_waiters()
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', ALIVE, '-inf', '(' .. int(NOW))) do
+  local lapsed = redis.call('ZRANGEBYSCORE', ALIVE, '-inf', '(' .. int(NOW), 'WITHSCORES')
+  for i = 1, #lapsed, 2 do
+    local token = lapsed[i]
+    h_lapsed(token, redis.call('HGET', WAITERS, token), tonumber(lapsed[i + 1]))
     leave_queue(token)
   end
 end
@@ -159,7 +164,7 @@ local function grant_mutex(token, ms, info, handed)
   end
   redis.call('HSET', OWNER, unpack(fields))
   redis.call('PEXPIRE', OWNER, ms)
-  h_acquired(token, fence, nil, info, redis.call('HGET', WAITERS, token))
+  h_acquired(token, fence, nil, info, redis.call('HGET', WAITERS, token), handed)
   leave_queue(token)
   return fence
 end
@@ -206,7 +211,7 @@ local function grant_slot(token, ms, limit, info, handed)
   redis.call('ZADD', SLOTS, int(NOW + ms), token)
   redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
   expire_with(SLOTS, {SLOTS, HOLDERS})
-  h_acquired(token, fence, slot, info, redis.call('HGET', WAITERS, token))
+  h_acquired(token, fence, slot, info, redis.call('HGET', WAITERS, token), handed)
   leave_queue(token)
   return fence, slot
 end

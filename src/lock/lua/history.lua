@@ -8,9 +8,13 @@
 --                      the holder's host, pid, user, command, note, ci_url, kind, and per event
 --                      fence, slot, waited_ms, place, held_ms, outcome, why, by_host, by_pid,
 --                      by_user, by_command, by_token
---   P{K}:history:held  hash: token -> JSON of a current hold (acquired_at, fence, slot and the
---                      holder's metadata), to compute how long it was held and to notice one
---                      that expired; and '_history_ms' -> how long the history is kept
+--   P{K}:history:held  hash: token -> JSON of a current hold (acquired_at, fence, slot, the
+--                      holder's metadata, and handed = '1' for a lock handed to a waiter until
+--                      it takes it up), to compute how long it was held and to notice one that
+--                      expired; '_w:' .. token -> JSON of a waiter in line (its entry in
+--                      P{K}:waiters), to notice one whose place lapsed after the line's keys
+--                      expired with it (the '_' keeps distlocks that predate it from reading
+--                      it as a hold); and '_history_ms' -> how long the history is kept
 -- Both expire _history_ms after the last event.
 --
 -- A history exists once a distlock with --history records into a lock; from then on every
@@ -129,8 +133,45 @@ local function h_by(extra, by, token)
   return extra
 end
 
+-- A waiter (TOKEN, its entry in line WAITER) whose place lapsed at DEADLINE (server ms): its
+-- process stopped keeping it (killed, stopped, cut off), and the script purging the line
+-- records it as 'gave-up', why 'lapsed'. It waited until the lapse at most: its last refresh
+-- was a place's length (6s, 3s when it polls) before.
+local function h_lapsed(token, waiter, deadline)
+  if not h_on() then
+    return
+  end
+  local w = h_decode(waiter) or {}
+  local since = tonumber(w.since or '')
+  h_record('gave-up', token, w, {
+    waited_ms = since and h_int(math.max(deadline - since, 0)) or nil,
+    place = w.place, why = 'lapsed',
+  })
+end
+
+-- TOKEN joined the line (its entry WAITER): remembered until it leaves it (h_left_line).
+local function h_waiting(token, waiter)
+  if not h_on() then
+    return
+  end
+  redis.call('HSET', HELD, '_w:' .. token, waiter)
+  h_touch()
+end
+
+-- TOKEN left the line (granted, gave up, superseded, purged): recorded already, if at all.
+local function h_left_line(token)
+  if h_on() then
+    redis.call('HDEL', HELD, '_w:' .. token)
+  end
+end
+
 -- Holds that ended without a release (the holder vanished, its lock expired): record each as
--- 'expired', noticed now, by whoever runs next. Run before anything is granted or released.
+-- 'expired', noticed now, by whoever runs next; a lock handed to a waiter that never took it
+-- up (it died in line: the take-up window lapsed) with why 'not-taken-up'. And waiters that
+-- are no longer in line without having left it: the line's keys expire with the last place
+-- (see expire_with in common.lua), so a dead waiter alone in line is purged by nobody; it is
+-- recorded here as 'gave-up', why 'lapsed', waited_ms up to now (an upper bound). Run before
+-- anything is granted or released.
 local function h_sweep()
   if not h_on() then
     return
@@ -139,7 +180,18 @@ local function h_sweep()
   local all = redis.call('HGETALL', HELD)
   for i = 1, #all, 2 do
     local token = all[i]
-    if string.sub(token, 1, 1) ~= '_' then
+    if string.sub(token, 1, 3) == '_w:' then
+      token = string.sub(token, 4)
+      if not redis.call('ZSCORE', H_LOCK .. ':queue', token) then
+        redis.call('HDEL', HELD, all[i])
+        -- (Granted without a record: a script after a Cluster ASK, which records nothing.)
+        local holds = redis.call('GET', H_LOCK) == token
+          or redis.call('ZSCORE', H_LOCK .. ':slots', token)
+        if not holds then
+          h_lapsed(token, all[i + 1], now)
+        end
+      end
+    elseif string.sub(token, 1, 1) ~= '_' then
       local live = redis.call('GET', H_LOCK) == token
       if not live then
         local score = redis.call('ZSCORE', H_LOCK .. ':slots', token)
@@ -151,6 +203,7 @@ local function h_sweep()
         h_record('expired', token, held, {
           fence = held.fence, slot = held.slot,
           held_ms = h_int(now - (tonumber(held.acquired_at or '') or now)),
+          why = held.handed == '1' and 'not-taken-up' or nil,
         })
       end
     end
@@ -158,8 +211,9 @@ local function h_sweep()
 end
 
 -- TOKEN was granted the lock (FENCE; SLOT: a semaphore's index or nil) with metadata INFO;
--- WAITER: its entry in line (JSON) or nil, for how long it waited and its place when it joined.
-local function h_acquired(token, fence, slot, info, waiter)
+-- WAITER: its entry in line (JSON) or nil, for how long it waited and its place when it joined;
+-- HANDED: handed to it by a hand-off, until it takes it up (see h_taken_up).
+local function h_acquired(token, fence, slot, info, waiter, handed)
   if not h_on() then
     return
   end
@@ -180,8 +234,23 @@ local function h_acquired(token, fence, slot, info, waiter)
   if w.place then
     extra.place = tostring(w.place)
   end
+  if handed then
+    held.handed = '1'
+  end
   redis.call('HSET', HELD, token, cjson.encode(held))
   h_record('acquired', token, held, extra)
+end
+
+-- TOKEN took up a lock handed to it: should its hold expire, it was a hold.
+local function h_taken_up(token)
+  if not h_on() then
+    return
+  end
+  local held = h_decode(redis.call('HGET', HELD, token))
+  if held and held.handed then
+    held.handed = nil
+    redis.call('HSET', HELD, token, cjson.encode(held))
+  end
 end
 
 -- TOKEN's hold ended by a release (or a break, when H_BREAKER is set).

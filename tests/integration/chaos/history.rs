@@ -196,9 +196,30 @@ pub(super) fn check(
             None => urls.iter().map(|u| node_events(u, key.name)).collect(),
         };
         let (mut checked, mut overlaps, mut excused, mut unpaired, mut count) = (0, 0, 0, 0, 0);
+        let (mut lapsed, mut untaken) = (0, 0);
         let mut ends: HashMap<String, usize> = HashMap::new();
         for (node, events) in per_node.iter().enumerate() {
             count += events.len();
+            for e in events {
+                match (e["event"].as_str(), e["why"].as_str()) {
+                    (Some("gave-up"), Some("lapsed")) => {
+                        lapsed += 1;
+                        // A place lasts 3s at least (6s, 3s for a waiter that polls): one that
+                        // lapsed sooner was never a lapse.
+                        let waited = e["waited_ms"].as_u64().or_else(|| {
+                            e["waited_ms"].as_str().and_then(|w| w.parse::<u64>().ok())
+                        });
+                        if waited.is_none_or(|w| w < 3000) {
+                            violations.push(format!(
+                                "HISTORY: a lapsed place recorded after less than a place's length on {}: {e}",
+                                key.name
+                            ));
+                        }
+                    }
+                    (Some("expired"), Some("not-taken-up")) => untaken += 1,
+                    _ => {}
+                }
+            }
             let (mut holds, lone) = holds(events);
             unpaired += lone;
             checked += holds.len();
@@ -254,7 +275,8 @@ pub(super) fn check(
         notes.push(format!(
             "history of {}: {count} events, {checked} holds checked ({ends:?}), {overlaps} \
              overlapping, {excused} excused by a restart, {unpaired} unpaired (forgotten by a \
-             restart, or still open){merged}",
+             restart, or still open); {lapsed} waiters' places lapsed (gave-up), {untaken} \
+             hand-offs never taken up{merged}",
             key.name,
         ));
     }
