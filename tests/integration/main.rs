@@ -19,6 +19,7 @@ mod hardening;
 mod history;
 mod json_log;
 mod loss;
+mod notices;
 mod operate;
 mod protocol;
 mod queue;
