@@ -25,8 +25,9 @@ fn compiled_in(root: &Path) -> BTreeSet<String> {
         .current_dir(root)
         .args([
             "tree",
+            // Not --offline: on a fresh machine, `cargo test` has fetched only what the
+            // build needs, and cargo tree may want a manifest more.
             "--locked",
-            "--offline",
             "--edges",
             "normal,no-proc-macro",
             "--target",
