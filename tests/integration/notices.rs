@@ -20,6 +20,11 @@ const TEXT: &str = "------------------------------------------------------------
 /// `name version` of every crate compiled into the static release binary, distlock itself
 /// excepted, as `cargo tree` resolves them from Cargo.lock.
 fn compiled_in(root: &Path) -> BTreeSet<String> {
+    normal_dependencies(root, "normal,no-proc-macro")
+}
+
+/// The crates `cargo tree --edges EDGES` names for the target we ship, distlock excepted.
+fn normal_dependencies(root: &Path, edges: &str) -> BTreeSet<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = std::process::Command::new(cargo)
         .current_dir(root)
@@ -29,7 +34,7 @@ fn compiled_in(root: &Path) -> BTreeSet<String> {
             // build needs, and cargo tree may want a manifest more.
             "--locked",
             "--edges",
-            "normal,no-proc-macro",
+            edges,
             "--target",
             "x86_64-unknown-linux-gnu",
             "--prefix",
@@ -145,6 +150,25 @@ fn every_crate_compiled_in_is_named_with_its_licence_text() {
             "{krate}: {titles:?}"
         );
     }
+}
+
+/// The other way round: the notices name no crate that distlock no longer uses (a procedural
+/// macro, or a crate only one uses, may be named: cargo-about cannot leave them out).
+#[test]
+fn the_notices_name_no_crate_that_is_gone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let used = normal_dependencies(root, "normal");
+    let gone: Vec<String> = parse(&committed())
+        .index
+        .into_iter()
+        .filter(|krate| !used.contains(krate))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "{NOTICES} names crates distlock does not use: {}; regenerate it with `{REGENERATE}` \
+         and commit it",
+        gone.join(", ")
+    );
 }
 
 #[test]
