@@ -1,5 +1,7 @@
-# The distlock image: the static binary alone, as the entrypoint. Build it with `make image`
-# (docker, podman or buildah, whichever is present), which builds the binary first; by hand:
+# The distlock image: the static binary alone, as the entrypoint, with its licences and the
+# notices of what it bundles (THIRD-PARTY-NOTICES: the crates, Rust's standard library, the C
+# library) in /usr/share/doc/distlock. Build it with `make image` (docker, podman or buildah,
+# whichever is present), which builds the binary and the notices first; by hand:
 #   make static && docker build --build-arg VERSION=0.1.0 -t distlock:0.1.0 .
 # Copy the binary into an image of your own:
 #   COPY --from=distlock:0.1.0 /usr/local/bin/distlock /usr/local/bin/distlock
@@ -9,6 +11,7 @@
 FROM scratch
 ARG VERSION=unknown
 COPY target/x86_64-unknown-linux-gnu/release/distlock /usr/local/bin/distlock
+COPY LICENSE-MIT LICENSE-APACHE target/x86_64-unknown-linux-gnu/release/THIRD-PARTY-NOTICES /usr/share/doc/distlock/
 # Nobody: distlock needs no privilege. (No /etc/passwd here: holders show as "uid 65534".)
 USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/distlock"]
