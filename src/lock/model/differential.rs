@@ -392,6 +392,8 @@ enum Call {
         lock: usize,
         token: usize,
         succeeded: bool,
+        /// The client starts over with a new token afterwards.
+        then_new: bool,
     },
     Holds {
         lock: usize,
@@ -429,6 +431,10 @@ struct Plan {
     rng: fastrand::Rng,
     /// Each client's token generation (a client that is done takes a new token).
     generation: [u32; TOKENS],
+    /// (lock, client) that the replies said hold, and wait in line: most renewals and releases
+    /// come from holders, most attempts from waiters (refreshing their place, taking up).
+    held: Vec<(usize, usize)>,
+    waiting: Vec<(usize, usize)>,
 }
 
 impl Plan {
@@ -437,6 +443,47 @@ impl Plan {
             "{:08x}-7e57-4000-8000-{:012x}",
             client, self.generation[client]
         ))
+    }
+
+    /// Learn from a step's reply who holds and who waits.
+    fn observe(&mut self, call: &Call, reply: &[crate::backend::Reply]) {
+        use crate::backend::Reply::Int;
+        let forget = |list: &mut Vec<(usize, usize)>, at: (usize, usize)| list.retain(|x| *x != at);
+        match *call {
+            Call::Acquire { lock, token, .. } => match reply.first() {
+                Some(Int(1)) => {
+                    forget(&mut self.waiting, (lock, token));
+                    forget(&mut self.held, (lock, token));
+                    self.held.push((lock, token));
+                }
+                Some(Int(2)) => {
+                    forget(&mut self.waiting, (lock, token));
+                    self.waiting.push((lock, token));
+                }
+                Some(Int(3)) => forget(&mut self.waiting, (lock, token)),
+                _ => {}
+            },
+            Call::Renew { lock, token, .. } | Call::Holds { lock, token }
+                if reply.first() == Some(&Int(0)) =>
+            {
+                forget(&mut self.held, (lock, token));
+            }
+            Call::Release {
+                lock,
+                token,
+                then_new,
+                ..
+            } => {
+                forget(&mut self.held, (lock, token));
+                forget(&mut self.waiting, (lock, token));
+                if then_new {
+                    self.generation[token] += 1;
+                    self.held.retain(|(_, c)| *c != token);
+                    self.waiting.retain(|(_, c)| *c != token);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn next(&mut self, step: usize, steps: usize) -> Call {
@@ -449,10 +496,19 @@ impl Plan {
         if step == 2 * steps / 3 {
             return Call::Sleep(6_100);
         }
-        let lock = rng.usize(..LOCKS.len());
-        let token = rng.usize(..TOKENS);
+        let kind = rng.u32(..100);
+        let pool = match kind {
+            0..40 => &self.waiting,
+            40..74 => &self.held,
+            _ => &Vec::new(),
+        };
+        let (lock, token) = if !pool.is_empty() && rng.u32(..10) < 7 {
+            pool[rng.usize(..pool.len())]
+        } else {
+            (rng.usize(..LOCKS.len()), rng.usize(..TOKENS))
+        };
         let usual = if lock == 0 { 1 } else { 2 };
-        match rng.u32(..100) {
+        match kind {
             0..40 => {
                 let queueing = match rng.u32(..10) {
                     0..3 => Queueing::Try,
@@ -466,8 +522,8 @@ impl Plan {
                     token,
                     queueing,
                     limit: if rng.u32(..12) == 0 { 3 - usual } else { usual },
-                    claim: [40, 150, 400, 9_200][rng.usize(..4)],
-                    polls: rng.u32(..4) == 0,
+                    claim: [40, 400, 9_200, 9_200][rng.usize(..4)],
+                    polls: rng.u32(..8) == 0,
                     after: AfterRun {
                         min_interval: (cool && rng.bool()).then(|| Duration::from_millis(300)),
                         cooldown: cool.then(|| Duration::from_millis(120)),
@@ -485,18 +541,12 @@ impl Plan {
                 },
                 floor: rng.u32(..6) == 0,
             },
-            55..68 => {
-                let succeeded = rng.u32(..3) > 0;
-                // A client that released starts over with a new token, now and then.
-                if rng.bool() {
-                    self.generation[token] += 1;
-                }
-                Call::Release {
-                    lock,
-                    token,
-                    succeeded,
-                }
-            }
+            55..68 => Call::Release {
+                lock,
+                token,
+                succeeded: rng.u32(..3) > 0,
+                then_new: rng.bool(),
+            },
             68..74 => Call::Holds { lock, token },
             74..80 => Call::Inspect { lock },
             80..82 => Call::Lost { lock, token },
@@ -602,6 +652,7 @@ fn invocation(call: &Call, plan: &Plan) -> Option<Invocation> {
             lock,
             token,
             succeeded,
+            ..
         } => Invocation {
             script: &RELEASE,
             keys: name(lock).keys().to_vec(),
@@ -684,6 +735,8 @@ fn the_model_answers_every_script_call_as_redis_does() {
     let mut plan = Plan {
         rng: fastrand::Rng::with_seed(seed),
         generation: [0; TOKENS],
+        held: Vec::new(),
+        waiting: Vec::new(),
     };
     let mut tally = Tally::default();
     let (mut before, _) = snapshot(&mut conn);
@@ -783,6 +836,7 @@ fn the_model_answers_every_script_call_as_redis_does() {
             Some(outcome) => {
                 match outcome.reply.clone().into_replies() {
                     Ok(replies) => {
+                        plan.observe(&call, &replies);
                         assert!(
                             (inv.decode)(&replies),
                             "step {step}: distlock's decoder refuses the reply {replies:?} to {call:?}"
