@@ -3,7 +3,8 @@
 //! must give the same replies and leave the same keyspace.
 //!
 //! Each step starts the model from a snapshot of the real server's keyspace (taken atomically
-//! by a script), so a difference shows at the step that makes it. The real server's clock
+//! by a script), so a difference shows at the step that makes it; a connection subscribed to
+//! every channel collects what the step published, which must be what the model's run did. The real server's clock
 //! cannot be set, so the step runs inside `MULTI`/`EXEC` between two `TIME`s, and the model
 //! runs at that time: when both fall in one millisecond, every millisecond the script sees is
 //! known and must match exactly; fences and tickets (microseconds) must match within the
@@ -721,6 +722,9 @@ fn the_model_answers_every_script_call_as_redis_does() {
         .unwrap_or(400);
     eprintln!("differential test: seed {seed} (DISTLOCK_MODEL_SEED), {steps} steps");
     let mut conn = server.connect();
+    // Every message any script publishes, to compare with what the model's runs published.
+    let mut listener = server.connect();
+    listener.call(&[b"PSUBSCRIBE", b"*"]);
     let info = text(&conn.call(&[b"INFO", b"server"]));
     let version = info
         .lines()
@@ -781,6 +785,20 @@ fn the_model_answers_every_script_call_as_redis_does() {
         };
         let (t_before, real, t_after) = (time_us(&exec[0]), exec[1].clone(), time_us(&exec[2]));
         let (after, read_at) = snapshot(&mut conn);
+        // The step's messages: those the listener got before a marker published after it.
+        let marker = format!("differential:marker:{step}");
+        conn.call(&[b"PUBLISH", marker.as_bytes(), b"."]);
+        let mut published = Vec::new();
+        loop {
+            let Resp::Array(message) = listener.read() else {
+                panic!("the listener got something else than a message")
+            };
+            let (channel, body) = (text(&message[2]), text(&message[3]));
+            if channel == marker {
+                break;
+            }
+            published.push((channel, body));
+        }
         let slack = t_after - t_before;
         let straddles = t_before / 1000 != t_after / 1000;
         // The script times Redis 7.0 allows here: frozen at the start, frozen at the end (the
@@ -823,7 +841,9 @@ fn the_model_answers_every_script_call_as_redis_does() {
                 read_at / 1000,
                 slack,
             );
-            let same = same_reply(&outcome.reply, &real, slack) && diffs.is_empty();
+            let same = same_reply(&outcome.reply, &real, slack)
+                && diffs.is_empty()
+                && outcome.published == published;
             if same {
                 matched = Some(outcome);
                 break;
@@ -876,7 +896,8 @@ fn the_model_answers_every_script_call_as_redis_does() {
                 panic!(
                     "step {step} (seed {seed}): the model and Redis differ on {call:?}\n\
                      at {t_before}..{t_after} us\nkeys {:?}\nargs {:?}\nbefore:\n{}\n\
-                     reply: model {}\n       redis {}\nkeyspace:\n  {}",
+                     reply: model {}\n       redis {}\npublished: model {:?}\n       \
+                     redis {published:?}\nkeyspace:\n  {}",
                     inv.keys,
                     inv.args
                         .iter()
@@ -885,6 +906,7 @@ fn the_model_answers_every_script_call_as_redis_does() {
                     show_keyspace(&before),
                     show(&outcome.reply),
                     show(&real),
+                    outcome.published,
                     diffs.join("\n  ")
                 );
             }
