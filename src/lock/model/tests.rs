@@ -346,3 +346,32 @@ fn the_acquire_script_grants_and_queues_and_the_real_decoder_reads_it() {
     let mut later = redis.clone();
     assert_eq!(later.fingerprint(), redis.clone().fingerprint());
 }
+
+#[test]
+fn redis_7_0_time_may_move_on_between_two_readings_and_publishes_are_recorded() {
+    // NOW from the first TIME, PTTL one ms later: what the differential test saw on 7.0.15.
+    let script = lua("local t = redis.call('TIME') \
+         redis.call('PUBLISH', 'chan', 'msg') \
+         return {t[1] * 1000 + math.floor(t[2] / 1000), redis.call('PTTL', KEYS[1])}");
+    let mut runner = Runner::new();
+    let mut redis = Redis::at(T0);
+    let set = lua("return redis.call('SET', KEYS[1], 'v', 'PX', 100)");
+    runner.eval(&mut redis, ScriptTime::Frozen, set, &["k"], &[] as &[&str]);
+    let now = (T0 / 1000) as i64;
+    let outcome = runner.eval(
+        &mut redis,
+        ScriptTime::Drifting {
+            by_us: 1_000,
+            after: 1,
+        },
+        script,
+        &["k"],
+        &[] as &[&str],
+    );
+    assert_eq!(
+        outcome.reply,
+        Resp::Array(vec![Resp::Int(now), Resp::Int(99)])
+    );
+    assert_eq!(outcome.published, vec![("chan".into(), "msg".into())]);
+    assert_eq!(outcome.clock_readings, 2);
+}
