@@ -375,3 +375,16 @@ fn redis_7_0_time_may_move_on_between_two_readings_and_publishes_are_recorded() 
     assert_eq!(outcome.published, vec![("chan".into(), "msg".into())]);
     assert_eq!(outcome.clock_readings, 2);
 }
+
+#[test]
+fn a_script_that_fails_keeps_what_it_wrote_before() {
+    // Redis has no rollback: the error reply comes after the first SET took effect.
+    let mut redis = Redis::at(T0);
+    let script = lua("redis.call('SET', 'a', '1') return redis.call('SET', 'b', 'v', 'PX', 0)");
+    assert!(error_of(eval(&mut redis, script, &[], &[])).starts_with("ERR invalid expire time"));
+    let get = lua("return {redis.call('GET', 'a'), redis.call('EXISTS', 'b')}");
+    assert_eq!(
+        eval(&mut redis, get, &[], &[]),
+        Resp::Array(vec![Resp::Bulk(b"1".to_vec()), Resp::Int(0)])
+    );
+}
