@@ -27,7 +27,7 @@ static OUTCOME: Mutex<Option<String>> = Mutex::new(None);
 static BREAKER: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
 
 /// The lost-event script (see `lua/lost.lua`).
-static LOST: Script = Script::new(concat!(
+pub(crate) static LOST: Script = Script::new(concat!(
     include_str!("lua/history.lua"),
     include_str!("lua/lost.lua")
 ));

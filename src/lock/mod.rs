@@ -11,7 +11,9 @@
 //! * `single`: the lock on one primary (addressed directly, or through Sentinel or Cluster:
 //!   finding it is the backend's business);
 //! * `redlock`: the lock over N independent primaries, its majority rules and what it refuses;
-//! * [`holder`] and `name`: what a holder says about itself, and the key-name rules.
+//! * [`holder`] and `name`: what a holder says about itself, and the key-name rules;
+//! * `fake` and `model` (tests only): a lock in memory for the engine's unit tests, and a Redis
+//!   in memory that runs the real scripts (`docs/verification.md`).
 //!
 //! This module and those below it import nothing above them (no output, config, commands or
 //! engine): they speak in types and [`crate::text`], and the callers decide what to print.
@@ -53,6 +55,8 @@
 pub mod fake;
 pub mod history;
 pub mod holder;
+#[cfg(test)]
+mod model;
 mod name;
 mod protocol;
 mod redlock;

@@ -111,6 +111,19 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
     args
 }
 
+/// The arguments of `lua/renew.lua`: the token, the expiry to set (`0`: the TTL the lock was
+/// taken with), and for a Redlock, the fence floor each node's counter is raised to.
+pub fn renew_args(token: &Token, ttl: Duration, fence_floor: Option<u64>) -> Vec<Vec<u8>> {
+    let mut args = vec![
+        token.as_str().as_bytes().to_vec(),
+        millis(ttl).to_string().into_bytes(),
+    ];
+    if let Some(floor) = fence_floor {
+        args.push(floor.to_string().into_bytes());
+    }
+    args
+}
+
 /// The arguments of `lua/release.lua`: the token, and whether the work succeeded (`1`: a mutex
 /// taken with an interval then cools down).
 pub fn release_args(token: &Token, succeeded: bool) -> Vec<Vec<u8>> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{
     ACQUIRE, HOLDS, INSPECT, PLACE, RELEASE, RENEW, TAKEUP, acquire_args, decode_answer,
-    decode_state, millis, ownership, release_args, unexpected,
+    decode_state, ownership, release_args, renew_args, unexpected,
 };
 use super::{
     Answer, Extended, Lock, LockName, LockState, Ownership, Queueing, Request, Residue, Token,
@@ -24,7 +24,7 @@ use crate::lock::holder::Holder;
 
 /// What a grant holds, which decides the keys its renewals declare (see `lua/renew.lua`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Held {
+pub(super) enum Held {
     /// The mutex: its key and its owner hash.
     Mutex,
     /// A semaphore slot: the slots and holders of the semaphore.
@@ -33,7 +33,7 @@ enum Held {
 
 impl Held {
     /// The keys a renewal of this kind declares (and touches).
-    fn keys(self, name: &LockName) -> Vec<String> {
+    pub(super) fn keys(self, name: &LockName) -> Vec<String> {
         let [lock, owner, _, _, _, _, slots, holders, ..] = name.keys();
         match self {
             Held::Mutex => vec![lock, owner],
@@ -307,10 +307,7 @@ impl Lock for SingleNode {
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
         let mut anchor = Moment::now();
-        let args = vec![
-            token.as_str().as_bytes().to_vec(),
-            millis(ttl).to_string().into_bytes(),
-        ];
+        let args = renew_args(token, ttl, None);
         // Declaring only what it touches, a renewal goes through a Cluster slot migration.
         // Without a grant of ours to tell which it holds (`renew --token`), the mutex is
         // tried first, then the slot.

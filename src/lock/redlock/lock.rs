@@ -10,7 +10,7 @@ use super::{Redlock, drift, fence_floor};
 use crate::backend::{BackendError, Budget, Connector, Notice, Reply, Subscription, Worker};
 use crate::clock::Moment;
 use crate::lock::protocol::{
-    ACQUIRE, HOLDS, INSPECT, RENEW, acquire_args, decode_answer, decode_state, millis,
+    ACQUIRE, HOLDS, INSPECT, RENEW, acquire_args, decode_answer, decode_state, renew_args,
 };
 use crate::lock::topology::describe_servers;
 use crate::lock::{
@@ -101,11 +101,7 @@ impl Lock for Redlock {
                 .collect();
             let mut level = granted - behind.iter().filter(|b| **b).count();
             if level < granted {
-                let args = [
-                    request.token.as_str().as_bytes().to_vec(),
-                    millis(claim).to_string().into_bytes(),
-                    fence.to_string().into_bytes(),
-                ];
+                let args = renew_args(request.token, claim, Some(fence));
                 level += self
                     .ask_some(&behind, &RENEW, &args, budget)
                     .iter()
@@ -245,10 +241,7 @@ impl Lock for Redlock {
         budget: &Budget,
     ) -> Result<Extended, BackendError> {
         let anchor = Moment::now();
-        let args = [
-            token.as_str().as_bytes().to_vec(),
-            millis(ttl).to_string().into_bytes(),
-        ];
+        let args = renew_args(token, ttl, None);
         let said = self.ask(&RENEW, &args, budget);
         let mut applied = Vec::new();
         let mut not_held = 0;
