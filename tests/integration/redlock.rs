@@ -232,7 +232,15 @@ fn losing_the_quorum_mid_run_kills_the_command_in_time() {
     let out = finish(holder);
     nodes.cont(0);
     nodes.cont(1);
-    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{text}");
+    // Told in the user's words: the --ttl it was given (and what a Redlock counts of it), not
+    // the "claim" of the design notes.
+    assert!(
+        text.contains("of its --ttl 3s (a Redlock counts 2.9s of it"),
+        "{text}"
+    );
+    assert!(!text.contains("claim"), "{text}");
 }
 
 /// A node restarted empty mid-run (it forgot the lock): the two others still hold the quorum,
