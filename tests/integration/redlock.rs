@@ -1229,3 +1229,85 @@ fn a_dead_holders_redlock_waiter_starts_within_500ms_of_the_expiry() {
         );
     }
 }
+
+/// Issue 24: a spin waiter on a Redlock takes a released lock within 1.5s, whatever the phase
+/// of the holder's renewals when it lets go. The holder (`--ttl 30s --renew-every 1s`: each
+/// renewal pushes the expiry back to 30s) ends its command at several points of its renewal
+/// cycle, found in Redis: just after a renewal raised the key's expiry on node 0, and 250ms,
+/// 500ms and 750ms after. The time is measured from the end of the holder's command (before
+/// its release: the release's own time counts against the waiter) to the start of the
+/// waiter's, both stamped on the real-time clock.
+#[test]
+fn a_spin_waiter_takes_a_released_redlock_promptly_at_every_phase_of_the_renewals() {
+    let nodes = Primaries::start(3);
+    for (trial, after_renewal) in [0i64, 250, 500, 750].into_iter().enumerate() {
+        let key = format!("phase{trial}");
+        let lock = lock_key(&key);
+        let dir = Scratch::new();
+        let released = dir.str("released");
+        let mut holding = Holder::new(redlock(&nodes), &dir, &key)
+            .args(&["--ttl", "30s", "--renew-every", "1s"])
+            .then(&format!(
+                "date +%s%N > {released}.tmp && mv {released}.tmp {released}"
+            ))
+            .hold();
+        let (started, said) = (dir.str("started"), dir.path("waiter.err"));
+        let mut waiter = redlock(&nodes)
+            .args([
+                "-v",
+                "run",
+                "-k",
+                &key,
+                "--wait",
+                "60s",
+                "--wait-mode",
+                "spin",
+            ])
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "date +%s%N > {started}.tmp && mv {started}.tmp {started}"
+            ))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&said).unwrap())
+            .spawn()
+            .unwrap();
+        wait_while_running("the waiter's first attempt", &mut waiter, || {
+            std::fs::read_to_string(&said).is_ok_and(|t| t.contains("is busy; waiting"))
+        });
+        // Two renewals: the first may be the one that extends the acquire's short expiry; the
+        // waiter has polled for a second or more by the second (its backoff is at its cap).
+        wait_renewed_on(nodes.node(0), &lock, holding.child());
+        wait_renewed_on(nodes.node(0), &lock, holding.child());
+        let renewed = nodes.node(0).pttl(&lock);
+        wait_while_running("the phase to let go at", holding.child(), || {
+            nodes.node(0).pttl(&lock) <= renewed - after_renewal
+        });
+        holding.release();
+        let out = holding.finish();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "trial {trial}: {}",
+            stderr(&out)
+        );
+        let out = finish(waiter);
+        let text = std::fs::read_to_string(&said).unwrap();
+        assert_eq!(out.status.code(), Some(0), "trial {trial}: {text}");
+        let stamp = |name: &str| -> u128 {
+            std::fs::read_to_string(dir.path(name))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let took = Duration::from_nanos(
+            u64::try_from(stamp("started").saturating_sub(stamp("released"))).unwrap(),
+        );
+        eprintln!("trial {trial} ({after_renewal}ms after a renewal): started {took:?} after");
+        assert!(
+            took <= Duration::from_millis(1500),
+            "trial {trial}: let go {after_renewal}ms after a renewal, the spin waiter started \
+             {took:?} later: {text}"
+        );
+    }
+}
