@@ -373,16 +373,42 @@ fn describe_loss(loss: &Loss, cfg: &RunConfig) -> String {
     }
 }
 
-/// "of its 3s TTL", or "of the 1.2s claim it was acquired with" (a validity `ttl` short of the
-/// TTL is the grant's claim).
+/// The expiry a loss is told against, in the user's words (`--ttl`, never the "claim" or
+/// "validity" of the design notes): see [`expiry_words`].
 fn of_ttl(ttl: Duration, cfg: &RunConfig) -> String {
-    if ttl < cfg.take.ttl {
+    let redlock = matches!(cfg.take.topology, lock::Topology::Redlock { .. });
+    expiry_words(ttl, cfg.take.ttl, cfg.take.claim, redlock)
+}
+
+/// "of its --ttl 3s", for the validity `counted` of the last confirmed grant or renewal of a
+/// lock taken with `--ttl ttl`. Before the first renewal the lock has only the shorter expiry
+/// an acquire sets, `claim` (see [`crate::lock`]): said as such, with the `--ttl` the first
+/// renewal extends it to. A Redlock counts each expiry less the allowance for its nodes' clocks
+/// drifting apart (1% + 2ms, [`lock::redlock_drift`]): said too, so that the number shown adds
+/// up.
+fn expiry_words(counted: Duration, ttl: Duration, claim: Duration, redlock: bool) -> String {
+    let drift = if redlock {
+        lock::redlock_drift(ttl)
+    } else {
+        Duration::ZERO
+    };
+    let flag = format!("--ttl {}", crate::text::duration(ttl));
+    let counts = if redlock {
         format!(
-            "of the {} claim it was acquired with",
-            crate::text::duration(ttl)
+            " (a Redlock counts {} of it, allowing for its nodes' clocks drifting apart)",
+            crate::text::duration(counted)
         )
     } else {
-        format!("of its {} TTL", crate::text::duration(ttl))
+        String::new()
+    };
+    if counted + drift >= ttl {
+        // Renewed (or acquired with the whole TTL: a short --ttl).
+        format!("of its {flag}{counts}")
+    } else {
+        format!(
+            "of the {} an acquire sets before the first renewal extends the lock to its {flag}{counts}",
+            crate::text::duration(claim)
+        )
     }
 }
 

@@ -217,7 +217,8 @@ pub fn left_behind(residue: Residue, key: &str) -> Option<String> {
         Residue::TakenBack => Some("nothing is held (the last attempt was taken back)".to_owned()),
         Residue::MayRemain(claim) => Some(format!(
             "the last attempt could not be taken back: if Redis applies it, lock {key} stays held \
-             for at most {} after that (a short claim, not the TTL), then expires by itself",
+             for at most {} after that (the short expiry an attempt sets, not the --ttl), then \
+             expires by itself",
             crate::text::duration(claim)
         )),
     }

@@ -97,3 +97,41 @@ fn a_release_that_fails_is_reported() {
     assert!(stderr.contains("cannot release lock"), "{stderr}");
     assert!(stderr.contains("expires by itself within"), "{stderr}");
 }
+
+/// A loss is told against the lock's `--ttl`, in the user's words: no "claim" (the design's
+/// word for the shorter expiry an acquire sets), and on a Redlock the time it counts, less the
+/// allowance for its nodes' clocks.
+#[test]
+fn a_loss_is_told_against_the_ttl() {
+    use super::expiry_words;
+    let (ttl, claim) = (Duration::from_secs(30), Duration::from_millis(9200));
+    let redlock = |d: Duration| d - crate::lock::redlock_drift(d);
+    assert_eq!(expiry_words(ttl, ttl, claim, false), "of its --ttl 30s");
+    assert_eq!(
+        expiry_words(claim, ttl, claim, false),
+        "of the 9.2s an acquire sets before the first renewal extends the lock to its --ttl 30s"
+    );
+    assert_eq!(
+        expiry_words(redlock(ttl), ttl, claim, true),
+        "of its --ttl 30s (a Redlock counts 29.6s of it, allowing for its nodes' clocks drifting \
+         apart)"
+    );
+    assert_eq!(
+        expiry_words(redlock(claim), ttl, claim, true),
+        "of the 9.2s an acquire sets before the first renewal extends the lock to its --ttl 30s \
+         (a Redlock counts 9.1s of it, allowing for its nodes' clocks drifting apart)"
+    );
+    // A short --ttl: the acquire sets the whole TTL.
+    let short = Duration::from_secs(2);
+    assert_eq!(
+        expiry_words(redlock(short), short, short, true),
+        "of its --ttl 2s (a Redlock counts 1.9s of it, allowing for its nodes' clocks drifting \
+         apart)"
+    );
+    for words in [
+        expiry_words(claim, ttl, claim, false),
+        expiry_words(redlock(ttl), ttl, claim, true),
+    ] {
+        assert!(!words.contains("claim"), "{words}");
+    }
+}

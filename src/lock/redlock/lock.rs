@@ -139,9 +139,10 @@ impl Lock for Redlock {
         match busy {
             Some(holders) => Ok(Answer::Busy(holders)),
             None => Err(BackendError::Lost(format!(
-                "{granted} of {} Redis nodes granted the lock, but not within its validity (the \
-                 {} claim less the drift), or their fences could not be brought level; it was \
-                 given back",
+                "{granted} of {} Redis nodes granted the lock, but too late (the {} expiry an \
+                 attempt sets, less the allowance for the nodes' clocks drifting apart, had run \
+                 out by the time a majority answered), or their fences could not be brought \
+                 level; it was given back",
                 self.nodes.len(),
                 crate::text::duration(claim)
             ))),
