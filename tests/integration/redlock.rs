@@ -1114,29 +1114,6 @@ fn woken_by_a_release(
     }
 }
 
-/// The live (not zombie) guard processes of distlock `parent`.
-fn guards_of(parent: nix::unistd::Pid) -> Vec<nix::unistd::Pid> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c == "distlock-guard\n")
-                && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                    let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-                    let (state, ppid) = (fields.next(), fields.next());
-                    state != Some("Z") && ppid == Some(parent.as_raw().to_string().as_str())
-                })
-        })
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .parse()
-                .ok()
-                .map(nix::unistd::Pid::from_raw)
-        })
-        .collect()
-}
-
 /// Nanoseconds since the epoch on the real-time clock, which every process here shares (the
 /// waiter's command stamps its start with `date +%s%N`).
 fn epoch_ns() -> u128 {
