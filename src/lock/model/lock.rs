@@ -608,3 +608,116 @@ impl Lock for ScriptLock {
         Ok(Subscription::detached())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! ScriptLock's own promises: what the engine's tests rely on.
+
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::lock::HolderTtl;
+
+    fn budget() -> Budget {
+        Budget::within(Duration::from_secs(1))
+    }
+
+    fn request<'a>(token: &'a Token, holder: &'a Holder, queueing: Queueing) -> Request<'a> {
+        Request {
+            token,
+            claim: Duration::from_secs(5),
+            ttl: Duration::from_secs(30),
+            holder,
+            limit: 1,
+            queueing,
+            polls: false,
+            after: AfterRun::default(),
+        }
+    }
+
+    #[test]
+    fn a_release_hands_the_lock_over_for_takeup_and_wakes_only_the_head() {
+        let lock = ScriptLock::new();
+        lock.hold("holder", 1, Duration::from_secs(30));
+        let holder = Holder::default();
+        let (first, second) = (Token::from_text("first"), Token::from_text("second"));
+        let (tx, rx) = mpsc::channel();
+        let mut waiters = Vec::new();
+        for token in [&first, &second] {
+            let mut client = lock.client();
+            let tx = tx.clone();
+            let name = token.as_str().to_owned();
+            client
+                .subscribe(
+                    token,
+                    Box::new(move |_| tx.send(name.clone()).unwrap()),
+                    &budget(),
+                )
+                .unwrap();
+            let answer = client
+                .try_acquire(&request(token, &holder, Queueing::Join), &budget())
+                .unwrap();
+            assert!(matches!(answer, Answer::Queued { .. }), "{answer:?}");
+            waiters.push(client);
+        }
+        assert!(lock.in_line(&first) && lock.in_line(&second));
+        let released = lock
+            .client()
+            .release(&Token::from_text("holder"), &budget())
+            .unwrap();
+        assert_eq!(released, Ownership::Held);
+        assert_eq!(rx.try_recv(), Ok("first".to_owned()));
+        assert!(rx.try_recv().is_err(), "only the head is woken");
+        // Handed over: the key holds the head's token for TAKEUP, until it takes it up.
+        let state = lock.state();
+        assert_eq!(state.holders.len(), 1);
+        assert_eq!(state.holders[0].token.as_deref(), Some("first"));
+        let HolderTtl::Expires(left) = state.holders[0].ttl else {
+            panic!("{state:?}");
+        };
+        assert!(
+            left <= TAKEUP && left > TAKEUP - Duration::from_secs(1),
+            "{left:?}"
+        );
+        let answer = waiters[0]
+            .try_acquire(&request(&first, &holder, Queueing::Join), &budget())
+            .unwrap();
+        let Answer::Granted { validity, .. } = answer else {
+            panic!("{answer:?}");
+        };
+        assert_eq!(validity.ttl, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_lost_reply_was_applied_and_an_unsent_request_was_not() {
+        let lock = ScriptLock::new();
+        let holder = Holder::default();
+        let token = Token::from_text("t");
+        let mut client = lock.client();
+        // Lost twice (the attempt asks again once): the lock was taken all the same.
+        for _ in 0..2 {
+            client
+                .failures
+                .lock()
+                .unwrap()
+                .push_back(BackendError::Lost("cut".into()));
+        }
+        let answer = client.try_acquire(&request(&token, &holder, Queueing::Try), &budget());
+        assert!(matches!(answer, Err(BackendError::Lost(_))), "{answer:?}");
+        assert_eq!(lock.holders(), ["t"]);
+        // A request never sent changes nothing.
+        client
+            .failures
+            .lock()
+            .unwrap()
+            .push_back(BackendError::Connect("refused".into()));
+        assert!(client.release(&token, &budget()).is_err());
+        assert_eq!(lock.holders(), ["t"]);
+        // Lost on a broken connection: giving up needs (and makes) a live release.
+        assert_eq!(
+            client.give_up(&token, Duration::from_secs(5), &budget()),
+            Residue::Nothing
+        );
+        assert!(lock.holders().is_empty());
+    }
+}
