@@ -77,19 +77,22 @@ fn acquire_with(
     // A signal that came while we took the lock raised the cancel flag, which would stop the
     // extension before it is sent: no extension then, the signal path below gives it back.
     let mut interrupted = session.interrupted();
-    let lock = session.lock();
     // The attempt took a short claim; nothing renews an acquired lock, so make it the full TTL
     // before anyone learns the token.
     if interrupted.is_none() && grant.validity.ttl < cfg.ttl {
-        let extended = lock.extend(
+        let extended = session.lock().extend(
             &grant.token,
             cfg.ttl,
             &Budget::within(timeout).cancellable(&cancel),
         );
         // Stopped by a signal: the signal path below.
-        let stopped =
-            cancel.is_cancelled() && matches!(extended, Err(BackendError::Interrupted { .. }));
-        if !stopped && !matches!(extended, Ok(Extended::Held(_) | Extended::Replaced(..))) {
+        if matches!(extended, Err(BackendError::Interrupted { .. })) {
+            interrupted = session.interrupted();
+        }
+        let lock = session.lock();
+        if interrupted.is_none()
+            && !matches!(extended, Ok(Extended::Held(_) | Extended::Replaced(..)))
+        {
             let released = lock.release(&grant.token, &Budget::within(timeout));
             let after = match released {
                 Ok(_) => "it was released".to_owned(),
