@@ -383,3 +383,27 @@ fn a_lost_reply_is_taken_back_when_the_wait_ends() {
         "{waited:?}"
     );
 }
+
+/// A waiter that polls cannot be woken, so nobody hands it the lock; at the head of the line
+/// it keeps its turn all the same (the scripts hand nothing to those behind it), and takes the
+/// free lock at its next poll. (The hand-written fake knew no polling waiters: it handed
+/// them the lock as to any other.)
+#[test]
+fn a_polling_waiter_ahead_is_served_before_a_notified_one() {
+    let lock = held();
+    let polling = waiter_with(lock.client(), 1, None, Queueing::Join, WaitMode::Spin);
+    until("the polling waiter to take its place", || {
+        in_line(&lock, &polling.token)
+    });
+    let notified = joined(&lock, 1);
+    release(&lock, &Token::from_text("holder"));
+    let token = polling.token.clone();
+    let (waited, _) = join(polling);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert_eq!(lock.holders(), [token.as_str()]);
+    assert!(in_line(&lock, &notified.token), "still waiting its turn");
+    // Its release hands the lock to the notified waiter.
+    release(&lock, &token);
+    let (waited, _) = join(notified);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+}
