@@ -36,8 +36,9 @@
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface: `protocol.rs` (what
 //!   every lock says to one server), `single.rs`, `redlock/` (its majority rules and refusals),
 //!   `topology.rs` (opening, listing, what a deployment refuses), `history.rs` (what the
-//!   scripts record into a lock's history, and a loss), `fake.rs` (for unit tests), `model/`
-//!   (tests only: a Redis in memory that runs the real scripts, `docs/verification.md`);
+//!   scripts record into a lock's history, and a loss), `model/` (tests only: a Redis in
+//!   memory that runs the real scripts, and `ScriptLock`, the lock over it that the engine's
+//!   unit tests drive; `docs/verification.md`);
 //! * [`backend`]: the only module that names redis-rs types; `backend/route/` finds the server
 //!   (fixed, Cluster, Sentinel);
 //! * [`envfile`]: the `NAME=value` file `acquire --env-file` hands a lock to later CI steps in;

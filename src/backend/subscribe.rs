@@ -30,7 +30,7 @@ pub struct Subscription {
 
 impl Subscription {
     /// A subscription with no thread behind it (for a lock that delivers its notices itself,
-    /// such as the tests' fake).
+    /// such as the tests' lock over the model Redis).
     pub fn detached() -> Self {
         Subscription {
             stop: Arc::new(AtomicBool::new(false)),

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use crate::backend::Budget;
+use crate::backend::{BackendError, Budget};
 use crate::config::{AcquireConfig, TakeConfig};
 use crate::envfile::EnvFile;
 use crate::error::Error;
@@ -24,7 +24,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
     acquire_with(&cfg, &env_file, json, lock, out)
 }
 
-/// Acquire on `lock` (opened by [`acquire`], or a fake in tests).
+/// Acquire on `lock` (opened by [`acquire`], or the model Redis's in tests).
 fn acquire_with(
     cfg: &TakeConfig,
     env_file: &Option<EnvFile>,
@@ -73,17 +73,26 @@ fn acquire_with(
         Taken::Exit(exit) => return Ok(exit),
     };
     let cancel = session.cancel().clone();
-    let lock = session.lock();
     let key = crate::text::quote(cfg.name.key());
+    // A signal that came while we took the lock raised the cancel flag, which would stop the
+    // extension before it is sent: no extension then, the signal path below gives it back.
+    let mut interrupted = session.interrupted();
     // The attempt took a short claim; nothing renews an acquired lock, so make it the full TTL
     // before anyone learns the token.
-    if grant.validity.ttl < cfg.ttl {
-        let extended = lock.extend(
+    if interrupted.is_none() && grant.validity.ttl < cfg.ttl {
+        let extended = session.lock().extend(
             &grant.token,
             cfg.ttl,
             &Budget::within(timeout).cancellable(&cancel),
         );
-        if !matches!(extended, Ok(Extended::Held(_) | Extended::Replaced(..))) {
+        // Stopped by a signal: the signal path below.
+        if matches!(extended, Err(BackendError::Interrupted { .. })) {
+            interrupted = session.interrupted();
+        }
+        let lock = session.lock();
+        if interrupted.is_none()
+            && !matches!(extended, Ok(Extended::Held(_) | Extended::Replaced(..)))
+        {
             let released = lock.release(&grant.token, &Budget::within(timeout));
             let after = match released {
                 Ok(_) => "it was released".to_owned(),
@@ -111,7 +120,10 @@ fn acquire_with(
     // A signal that arrived while we took the lock, or a token we cannot hand over (a stdout
     // nobody reads, an env file we cannot write): nobody would ever learn the token, so the
     // lock must not stay behind.
-    if let Some(signal) = session.interrupted() {
+    if interrupted.is_none() {
+        interrupted = session.interrupted();
+    }
+    if let Some(signal) = interrupted {
         let released = give_back(session.lock(), &grant.token, timeout, cfg.ttl);
         let name = signal_name(signal);
         out.error(
@@ -282,13 +294,13 @@ fn cmdline(pid: u32) -> Vec<std::ffi::OsString> {
 
 #[cfg(test)]
 mod tests {
-    //! `acquire` over the fake lock, each test in a process of its own (signal handlers are
+    //! `acquire` over the model Redis, each test in a process of its own (signal handlers are
     //! process-wide).
 
     use super::acquire_with;
     use crate::config::{AcquireConfig, CommandConfig};
     use crate::exit::Exit;
-    use crate::lock::fake::FakeLock;
+    use crate::lock::model::ScriptLock;
     use crate::session::testing::{alone, decided, out, signal_while_taking};
 
     fn config() -> AcquireConfig {
@@ -305,16 +317,17 @@ mod tests {
             module_path!(),
             "the_token_is_handed_over_and_the_lock_kept_for_its_ttl",
             || {
-                let lock = FakeLock::new();
+                let lock = ScriptLock::new();
                 let server = lock.client();
                 let cfg = config();
                 let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
                 assert_eq!(exit, Exit::Code(0));
-                let world = server.world();
-                assert_eq!(world.holders.len(), 1, "the lock stays held");
+                let state = server.state();
+                assert_eq!(state.holders.len(), 1, "the lock stays held");
                 // Extended from the short claim to the TTL.
-                let (expiry, _) = world.holders.values().next().unwrap();
-                let left = expiry.saturating_duration_since(std::time::Instant::now());
+                let crate::lock::HolderTtl::Expires(left) = state.holders[0].ttl else {
+                    panic!("{state:?}");
+                };
                 assert!(left > std::time::Duration::from_secs(50), "{left:?}");
             },
         );
@@ -326,13 +339,13 @@ mod tests {
             module_path!(),
             "a_signal_while_taking_gives_the_lock_back",
             || {
-                let lock = FakeLock::new();
+                let lock = ScriptLock::new();
                 let server = lock.client();
                 signal_while_taking(&server, nix::sys::signal::Signal::SIGINT);
                 let cfg = config();
                 let exit = acquire_with(&cfg.take, &None, false, Box::new(lock), &out()).unwrap();
                 assert_eq!(exit, Exit::Signal(libc::SIGINT));
-                assert!(server.world().holders.is_empty(), "the lock was given back");
+                assert!(server.holders().is_empty(), "the lock was given back");
             },
         ) else {
             return;

@@ -10,7 +10,7 @@
 //!   -> exit (the child's code, or 124 / 79 / 75 / 128+N)
 //! ```
 //!
-//! [`run`] opens the lock; [`run_with`] is the rest, on any lock (the tests use the fake one).
+//! [`run`] opens the lock; [`run_with`] is the rest, on any lock (the tests use one over the model Redis).
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     run_with(cfg, lock, out)
 }
 
-/// Run the pipeline on `lock` (opened by [`run`], or a fake in tests).
+/// Run the pipeline on `lock` (opened by [`run`], or the model Redis's in tests).
 pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result<Exit, Error> {
     // A run of a lock that the run that started us holds: run the command under that lock.
     let resolve = || spawn::resolve(&cfg.argv[0]).map(drop).map_err(Error::from);

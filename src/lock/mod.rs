@@ -12,8 +12,8 @@
 //!   finding it is the backend's business);
 //! * `redlock`: the lock over N independent primaries, its majority rules and what it refuses;
 //! * [`holder`] and `name`: what a holder says about itself, and the key-name rules;
-//! * `fake` and `model` (tests only): a lock in memory for the engine's unit tests, and a Redis
-//!   in memory that runs the real scripts (`docs/verification.md`).
+//! * `model` (tests only): a Redis in memory that runs the real scripts, and `ScriptLock`, the
+//!   lock over it that the engine's unit tests run on (`docs/verification.md`).
 //!
 //! This module and those below it import nothing above them (no output, config, commands or
 //! engine): they speak in types and [`crate::text`], and the callers decide what to print.
@@ -51,12 +51,10 @@
 //! The braces make `K` a Cluster hash tag, so every companion key `P{K}:...` lives in the same
 //! slot as the lock.
 
-#[cfg(test)]
-pub mod fake;
 pub mod history;
 pub mod holder;
 #[cfg(test)]
-mod model;
+pub mod model;
 mod name;
 mod protocol;
 mod redlock;

@@ -1,7 +1,7 @@
 //! One session: what `run` and `acquire` share, from an open lock to its release.
 //!
 //! ```text
-//! lock (opened by the caller, or a fake in tests)
+//! lock (opened by the caller, or the model Redis's `ScriptLock` in tests)
 //!   -> reentry: does an ancestor hold this lock? (reenter.rs; one read-only request)
 //!   -> Session::start: the event channel, and signals become events
 //!   -> Session::take: wait for the lock (take.rs) -> Taken::Granted | Taken::Exit
@@ -10,8 +10,8 @@
 //!   -> Session::release (always, bounded; a failure is a warning)
 //! ```
 //!
-//! The lock is passed in, so the pipeline of `run` can be driven with the fake lock of
-//! `lock::fake` (see the tests of `commands::run`). This module knows locks, the engine
+//! The lock is passed in, so the pipeline of `run` can be driven with `ScriptLock`, the lock
+//! over the model Redis of `lock::model` (see the tests of `commands::run`). This module knows locks, the engine
 //! ([`crate::wait`]) and output; it knows no subcommand.
 
 pub mod reenter;

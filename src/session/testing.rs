@@ -1,4 +1,6 @@
-//! Helpers for tests that drive a session over the fake lock.
+//! Helpers for tests that drive a session over the model Redis ([`ScriptLock`]).
+
+use crate::lock::model::ScriptLock;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,8 +72,8 @@ pub fn out() -> crate::output::Output {
 
 /// Make `signal` come while the attempt that takes `lock` is on its way (after the request, before
 /// its answer is read).
-pub fn signal_while_taking(lock: &crate::lock::fake::FakeLock, signal: nix::sys::signal::Signal) {
-    lock.world().during_attempt = Some(Box::new(move || {
+pub fn signal_while_taking(lock: &ScriptLock, signal: nix::sys::signal::Signal) {
+    lock.during_attempt(Box::new(move || {
         nix::sys::signal::raise(signal).unwrap();
     }));
 }

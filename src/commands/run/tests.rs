@@ -1,4 +1,4 @@
-//! `run`'s pipeline over the fake lock. Each test runs in a process of its own (this test
+//! `run`'s pipeline over the model Redis. Each test runs in a process of its own (this test
 //! binary, started again for that one test): a run installs signal handlers, makes the process
 //! a subreaper and reaps any child, which must not reach the other tests' threads.
 
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::run_with;
 use crate::config::{CommandConfig, RunConfig};
 use crate::exit::Exit;
-use crate::lock::fake::FakeLock;
+use crate::lock::model::ScriptLock;
 use crate::session::testing::{alone, decided, out, signal_while_taking, until};
 
 /// `distlock run -k k ARGS...`, decided.
@@ -28,15 +28,12 @@ fn a_loss_kills_the_command_and_the_run_ends_124() {
         module_path!(),
         "a_loss_kills_the_command_and_the_run_ends_124",
         || {
-            let lock = FakeLock::new();
+            let lock = ScriptLock::new();
             let server = lock.client();
             // Someone deletes the key once it is ours: the first renewal finds it gone.
             let thief = std::thread::spawn(move || {
-                until("the lock to be taken", || {
-                    !server.world().holders.is_empty()
-                });
-                let tokens: Vec<String> = server.world().holders.keys().cloned().collect();
-                for token in tokens {
+                until("the lock to be taken", || !server.holders().is_empty());
+                for token in server.holders() {
                     server.drop_holder(&token);
                 }
             });
@@ -65,14 +62,14 @@ fn a_signal_while_taking_releases_the_lock() {
         module_path!(),
         "a_signal_while_taking_releases_the_lock",
         || {
-            let lock = FakeLock::new();
+            let lock = ScriptLock::new();
             let server = lock.client();
             // SIGTERM comes while the attempt that takes the lock is on its way.
             signal_while_taking(&server, nix::sys::signal::Signal::SIGTERM);
             let exit = run_with(config(&["--", "true"]), Box::new(lock), &out()).unwrap();
             assert_eq!(exit, Exit::Signal(libc::SIGTERM));
             assert_eq!(server.world().attempts.len(), 1);
-            assert!(server.world().holders.is_empty(), "the lock was released");
+            assert!(server.holders().is_empty(), "the lock was released");
         },
     ) else {
         return;
@@ -86,7 +83,7 @@ fn a_signal_while_taking_releases_the_lock() {
 #[test]
 fn a_release_that_fails_is_reported() {
     let Some(stderr) = alone(module_path!(), "a_release_that_fails_is_reported", || {
-        let lock = FakeLock::new();
+        let lock = ScriptLock::new();
         lock.world().releases_fail = true;
         let exit = run_with(config(&["--", "true"]), Box::new(lock), &out()).unwrap();
         // The command's own code: the key expires by itself.

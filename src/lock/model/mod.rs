@@ -12,19 +12,22 @@
 //! Boundary: it imports the scripts, their argument builders and reply decoders from
 //! [`crate::lock`] and nothing from the engine; nothing but tests imports it. What it does not
 //! model: streams (a lock's history; a script that records one panics), pub/sub delivery (a
-//! run returns what it published), replication, eviction, and every command the scripts do not
+//! run returns what it published; [`ScriptLock`] delivers it to its handles), replication, eviction, and every command the scripts do not
 //! call (they panic).
 //!
 //! * `keyspace.rs`: strings, hashes, sorted sets, expiry ([`Keyspace`]);
 //! * `commands.rs`: the commands ([`Resp`], the reply);
 //! * `lua.rs`: the sandbox, the conversions, the [`Runner`], [`Patch`] (a script changed at
 //!   load time, for mutants);
-//! * `cjson.rs`: the `cjson` table.
+//! * `cjson.rs`: the `cjson` table;
+//! * `lock.rs`: [`ScriptLock`], a [`Lock`](crate::lock::Lock) over the model (pub/sub
+//!   delivered to its subscribed handles), which the engine's unit tests run on.
 
 mod cjson;
 mod commands;
 mod differential;
 mod keyspace;
+mod lock;
 mod lua;
 mod tests;
 
@@ -32,8 +35,10 @@ use std::hash::{Hash, Hasher};
 
 use crate::backend::Reply;
 
+pub use crate::lock::protocol::{PLACE, REFRESH, TAKEUP};
 pub use commands::Resp;
 pub use keyspace::{Entry, Keyspace, Score, Value};
+pub use lock::{Hook, ScriptLock, World};
 pub use lua::{Outcome, Patch, Runner, ScriptTime, scripts};
 
 /// One Redis server's state: its keys and its clock (µs since the epoch, as `TIME` gives it),
