@@ -10,7 +10,8 @@
 //!   -> exit (the child's code, or 124 / 79 / 75 / 128+N)
 //! ```
 //!
-//! [`run`] opens the lock; [`run_with`] is the rest, on any lock (the tests use one over the model Redis).
+//! [`run`] opens the lock; [`run_with`] is the rest, on any lock (the tests use one over the
+//! model Redis).
 
 use std::time::Duration;
 
