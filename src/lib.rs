@@ -117,6 +117,9 @@ pub fn main() -> ! {
         }
     };
     let mut out = config::output_for(&cli);
+    // `check` speaks the monitoring-plugins convention: whatever fails is UNKNOWN (exit 3),
+    // said on stdout too, where monitoring systems read it.
+    let checks = matches!(cli.command, cli::Command::Check(_));
     let result = Config::from_cli(cli, &origins).and_then(|cfg| {
         // The decided output also names the lock: errors below are about it too.
         out = cfg.output.clone();
@@ -164,6 +167,7 @@ pub fn main() -> ! {
             } => commands::token::release(topology, name, token, failed, out),
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
+            CommandConfig::Check(check) => commands::inspect::check::check(check),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }
@@ -172,6 +176,14 @@ pub fn main() -> ! {
     match result {
         Ok(Exit::Code(code)) => std::process::exit(i32::from(code)),
         Ok(Exit::Signal(signal)) => signals::die_of(signal),
+        Err(err) if checks => {
+            let code = exit::Plugin::Unknown.get();
+            let line = text::unknown_line(&err.message());
+            out.error(err.event(), output::Msg::new(err.message()).exit(code));
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+            std::process::exit(i32::from(code))
+        }
         Err(err) => {
             let code = err.exit_code();
             out.error(err.event(), output::Msg::new(err.message()).exit(code));

@@ -14,4 +14,5 @@ pub mod time;
 pub use crate::lock::history::*;
 pub use event::Event;
 pub use log::{LogConfig, log};
+pub use read::{Found, Query, fetch};
 pub use stats::{StatsConfig, stats};
