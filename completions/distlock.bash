@@ -1104,7 +1104,7 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__stats)
-            opts="-k -v -q -h -V --key --since --json --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --history --log-format --help --version"
+            opts="-k -v -q -h -V --key --since --json --timeline --width --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --history --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1119,6 +1119,10 @@ _distlock() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --width)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

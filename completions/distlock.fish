@@ -256,6 +256,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand log" -s h -l help -d '
 complete -c distlock -n "__fish_distlock_using_subcommand log" -s V -l version -d 'Print version'
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -s k -l key -d 'Only this lock (default: every lock under the prefix, one after the other)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l since -d 'Only events since this long ago (30m, 2h) or since this time (2026-11-25T03:00:00Z)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l width -d 'The width of the --timeline chart in characters (at least 40), instead of the terminal\'s' -r
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
@@ -269,6 +270,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand stats" -l history -d '
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -l json -d 'Print one JSON object per lock instead of text'
+complete -c distlock -n "__fish_distlock_using_subcommand stats" -l timeline -d 'Draw the lock\'s holds and waits as a text chart (needs --key)'
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand stats" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -16,7 +16,7 @@
 //! take, then hands the token over). Module boundaries, top to bottom: a module imports only
 //! modules below it (the table in `docs/design.md`, "Source layout", lists what each imports):
 //!
-//! * [`commands`]: one function per subcommand (`inspect/`: status, list, break);
+//! * [`commands`]: one function per subcommand (`inspect/`: status, list, break, check);
 //!   [`session`]: what `run` and `acquire` share, given an open lock (`reenter.rs`, `take.rs`);
 //! * [`config`]: every decision that involves defaults or more than one flag (`topology.rs`
 //!   builds where the locks live; `origins.rs` remembers who set each value; `history.rs`

@@ -293,8 +293,9 @@ pub enum Command {
     ///
     /// Per lock: how many of each event (and how many gave-up were lapsed places), and the
     /// wait (acquired) and hold (released, lost, expired, broken) times as p50, p95 and max;
-    /// on a terminal, a small histogram of each.
-    /// A lock without a history says so on stderr and exits 0.
+    /// on a terminal, a small histogram of each. With --timeline, one lock's holds and waits
+    /// as a text chart instead: one lane per host, lost, broken and expired marked, a time
+    /// axis and a legend. A lock without a history says so on stderr and exits 0.
     Stats(history::StatsArgs),
 
     /// Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.

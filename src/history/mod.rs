@@ -10,6 +10,7 @@ mod log;
 mod read;
 mod stats;
 pub mod time;
+pub mod timeline;
 
 pub use crate::lock::history::*;
 pub use event::Event;

@@ -161,3 +161,87 @@ fn check_since_success_reads_the_history() {
     let last: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(last["outcome"], "failed", "{last}");
 }
+
+/// `stats --timeline` on a recorded history: a run released, a waiter that gave up, a hold
+/// broken (whose holder then reports it lost: drawn once, as broken), in a chart of the width
+/// asked for, ASCII in the C locale and Unicode blocks in a UTF-8 one.
+#[test]
+fn timeline_draws_a_recorded_history() {
+    let redis = Redis::start();
+    let h = || {
+        let mut cmd = distlock(&redis);
+        cmd.args(["--history", "1h"]);
+        cmd
+    };
+    let out = run(h().args(["run", "-k", "tl", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = Scratch::new();
+    let holder = hold_until_released(h(), &dir, "tl", &[]);
+    let out = run(h().args(["run", "-k", "tl", "--wait", "200ms", "--", "true"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let out = run(h().args(["break", "-k", "tl", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(finish(holder).status.code(), Some(124));
+    let last_kind = || {
+        let out = run(distlock(&redis).args(["log", "--json", "-k", "tl", "-n", "1"]));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["event"].as_str().unwrap_or_default().to_owned()
+    };
+    wait_until("the holder's lost report", || last_kind() == "lost");
+    let out = run(distlock(&redis).args(["log", "--json", "-k", "tl", "-n", "1"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host = v["host"].as_str().unwrap().to_owned();
+
+    let chart = |locale: &str| {
+        let out = run(distlock(&redis)
+            .env("LC_ALL", locale)
+            .env_remove("LC_CTYPE")
+            .env("LANG", "C")
+            .args(["stats", "-k", "tl", "--timeline", "--width", "60"]));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let ascii = chart("C");
+    assert!(ascii.is_ascii(), "{ascii}");
+    assert!(ascii.starts_with("\"tl\"  "), "{ascii}");
+    assert!(ascii.lines().all(|l| l.len() <= 60), "{ascii}");
+    let lanes: Vec<&str> = ascii
+        .lines()
+        .filter(|l| l.starts_with(&host[..host.len().min(13)]))
+        .collect();
+    assert_eq!(lanes.len(), 1, "one lane, this host's:\n{ascii}");
+    assert!(
+        lanes[0].contains('#') && lanes[0].ends_with('!') && !lanes[0].contains('x'),
+        "{ascii}"
+    );
+    assert!(
+        ascii.contains(" |") && ascii.ends_with("+ held at most (expired)\n"),
+        "{ascii}"
+    );
+
+    let unicode = chart("C.UTF-8");
+    assert!(
+        unicode.contains('█') && unicode.contains(" → ") && unicode.contains("░ waiting"),
+        "{unicode}"
+    );
+    assert!(
+        unicode.lines().all(|l| l.chars().count() <= 60),
+        "{unicode}"
+    );
+    assert_eq!(
+        unicode.lines().count(),
+        ascii.lines().count(),
+        "{unicode}{ascii}"
+    );
+
+    // Mistakes are usage errors: no key, a width below 40, with --json.
+    for args in [
+        &["stats", "--timeline"][..],
+        &["stats", "-k", "tl", "--timeline", "--width", "39"],
+        &["stats", "-k", "tl", "--timeline", "--json"],
+        &["stats", "-k", "tl", "--width", "60"],
+    ] {
+        let out = run(distlock(&redis).args(args));
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
+    }
+}
