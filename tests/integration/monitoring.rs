@@ -245,3 +245,45 @@ fn timeline_draws_a_recorded_history() {
         assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// Over a Redlock of 3: the history read as a majority recorded it; a split (no token on a
+/// majority) warns; a majority down is UNKNOWN.
+#[test]
+fn check_on_a_redlock_warns_on_a_split_and_is_unknown_without_a_majority() {
+    use crate::fixtures::topology::Primaries;
+    let mut nodes = Primaries::start(3);
+    let urls = nodes.urls();
+    let redlock = || {
+        let mut cmd = bare_distlock();
+        for url in &urls {
+            cmd.arg("--redis").arg(url);
+        }
+        cmd
+    };
+    let out = run(redlock().args(["--history", "1h", "run", "-k", "job", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (code, line, _) = check(
+        redlock(),
+        &["-k", "job", "-w", "1h", "--crit-since-success", "1h"],
+    );
+    assert_eq!(code, 0, "{line}");
+    assert!(line.contains("is free; last success "), "{line}");
+
+    for (i, token) in [(0, "token-a-0000"), (1, "token-b-1111")] {
+        let _: () = nodes
+            .node(i)
+            .cmd(&["SET", &lock_key("sp"), token, "PX", "60000"]);
+    }
+    let (code, line, _) = check(redlock(), &["-k", "sp"]);
+    assert_eq!(code, 1, "{line}");
+    assert!(
+        line.starts_with("DISTLOCK WARNING - lock \"sp\" is split"),
+        "{line}"
+    );
+
+    nodes.kill(1);
+    nodes.kill(2);
+    let (code, line, _) = check(redlock(), &["-k", "job"]);
+    assert_eq!(code, 3, "{line}");
+    assert!(line.starts_with("DISTLOCK UNKNOWN - "), "{line}");
+}
