@@ -62,9 +62,9 @@ pub fn duration(d: Duration) -> String {
 }
 
 /// The line of a `distlock check` that could not tell (exit 3), in the monitoring-plugins
-/// convention: `DISTLOCK UNKNOWN - why` (one line; no `|`, which would start performance data).
+/// convention: `DISTLOCK UNKNOWN: why` (one line; no `|`, which would start performance data).
 pub fn unknown_line(why: &str) -> String {
-    format!("DISTLOCK UNKNOWN - {}", sanitize(why).replace('|', "/"))
+    format!("DISTLOCK UNKNOWN: {}", sanitize(why).replace('|', "/"))
 }
 
 #[cfg(test)]

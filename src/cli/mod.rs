@@ -301,7 +301,7 @@ pub enum Command {
     /// Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     ///
     /// The monitoring-plugins convention (Nagios, Icinga, Naemon, Sensu, Consul script
-    /// checks): one line on stdout, "DISTLOCK STATE - what it found | performance data"
+    /// checks): one line on stdout, "DISTLOCK STATE: what it found | performance data"
     /// (held, holders, waiters, oldest_wait, and since_success with --crit-since-success, in
     /// seconds with their thresholds), and the state as exit code. Hold and wait times are on
     /// the Redis server's clock, as status shows them; a mutex kept taken after a run that

@@ -37,7 +37,7 @@ fn check_exits_ok_warning_and_critical_with_the_thresholds_crossed() {
     let (code, line, _) = check(distlock(&redis), &["-k", "ck", "-w", "1h", "-c", "2h"]);
     assert_eq!(code, 0, "{line}");
     assert!(
-        line.starts_with("DISTLOCK OK - lock \"ck\" is free | held=0s;3600;7200;0 "),
+        line.starts_with("DISTLOCK OK: lock \"ck\" is free | held=0s;3600;7200;0 "),
         "{line}"
     );
 
@@ -63,14 +63,14 @@ fn check_exits_ok_warning_and_critical_with_the_thresholds_crossed() {
     let (code, line, _) = check(distlock(&redis), &["-k", "ck", "-w", "10ms", "-c", "1h"]);
     assert_eq!(code, 1, "{line}");
     assert!(
-        line.starts_with("DISTLOCK WARNING - ") && line.contains("(over -w 10ms)"),
+        line.starts_with("DISTLOCK WARNING: ") && line.contains("(over -w 10ms)"),
         "{line}"
     );
 
     let (code, line, _) = check(distlock(&redis), &["-k", "ck", "-w", "10ms", "-c", "15ms"]);
     assert_eq!(code, 2, "{line}");
     assert!(
-        line.starts_with("DISTLOCK CRITICAL - ") && line.contains("(over -c 15ms)"),
+        line.starts_with("DISTLOCK CRITICAL: ") && line.contains("(over -c 15ms)"),
         "{line}"
     );
     assert!(line.contains("| held="), "{line}");
@@ -95,7 +95,7 @@ fn check_exits_ok_warning_and_critical_with_the_thresholds_crossed() {
 
 /// UNKNOWN (3), never 64, 65 or 69: Redis down, a key that is not a lock, bad arguments (a bad
 /// duration, an unknown flag, a missing --key, a warning above its critical), each with its
-/// `DISTLOCK UNKNOWN - ` line on stdout and the `distlock:` line on stderr.
+/// `DISTLOCK UNKNOWN: ` line on stdout and the `distlock:` line on stderr.
 #[test]
 fn check_is_unknown_on_redis_down_a_non_lock_key_and_bad_arguments() {
     let mut redis = Redis::start();
@@ -110,7 +110,7 @@ fn check_is_unknown_on_redis_down_a_non_lock_key_and_bad_arguments() {
     for args in cases {
         let (code, line, out) = check(distlock(&redis), args);
         assert_eq!(code, 3, "{args:?}: {line} {}", stderr(&out));
-        assert!(line.starts_with("DISTLOCK UNKNOWN - "), "{args:?}: {line}");
+        assert!(line.starts_with("DISTLOCK UNKNOWN: "), "{args:?}: {line}");
         assert!(
             stderr(&out).starts_with("distlock: "),
             "{args:?}: {}",
@@ -277,7 +277,7 @@ fn check_on_a_redlock_warns_on_a_split_and_is_unknown_without_a_majority() {
     let (code, line, _) = check(redlock(), &["-k", "sp"]);
     assert_eq!(code, 1, "{line}");
     assert!(
-        line.starts_with("DISTLOCK WARNING - lock \"sp\" is split"),
+        line.starts_with("DISTLOCK WARNING: lock \"sp\" is split"),
         "{line}"
     );
 
@@ -285,5 +285,5 @@ fn check_on_a_redlock_warns_on_a_split_and_is_unknown_without_a_majority() {
     nodes.kill(2);
     let (code, line, _) = check(redlock(), &["-k", "job"]);
     assert_eq!(code, 3, "{line}");
-    assert!(line.starts_with("DISTLOCK UNKNOWN - "), "{line}");
+    assert!(line.starts_with("DISTLOCK UNKNOWN: "), "{line}");
 }

@@ -1,5 +1,5 @@
 //! `distlock check`: a lock judged for a monitoring system, in the monitoring-plugins
-//! convention (docs/monitoring.md): one line on stdout, `DISTLOCK STATE - text | perfdata`, and
+//! convention (docs/monitoring.md): one line on stdout, `DISTLOCK STATE: text | perfdata`, and
 //! the state as exit code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN).
 //!
 //! [`judge`] is a pure function of what was read (the lock's survey, its history) and the
@@ -252,7 +252,7 @@ pub fn judge(
     let text = parts.join("; ").replace('|', "/");
     (
         state,
-        format!("DISTLOCK {} - {text} | {}", state.word(), data.join(" ")),
+        format!("DISTLOCK {}: {text} | {}", state.word(), data.join(" ")),
     )
 }
 

@@ -68,7 +68,7 @@ fn the_line_of_the_design_note() {
     assert_eq!(state, Plugin::Warning);
     assert_eq!(
         line,
-        "DISTLOCK WARNING - lock \"deploy-prod\" held 47m 3s by web-3 pid 8812 (deploy v42) \
+        "DISTLOCK WARNING: lock \"deploy-prod\" held 47m 3s by web-3 pid 8812 (deploy v42) \
          (over -w 30m); 2 waiting, oldest 12m (over --warn-wait 10m) \
          | held=2823s;1800;3600;0 holders=1;;;0;1 waiters=2;;;0 oldest_wait=720s;600;;0"
     );
@@ -118,7 +118,7 @@ fn a_free_lock_and_a_cool_down_hold_nothing() {
     assert_eq!(state, Plugin::Ok);
     assert_eq!(
         line,
-        "DISTLOCK OK - lock \"deploy-prod\" is free \
+        "DISTLOCK OK: lock \"deploy-prod\" is free \
          | held=0s;1800;3600;0 holders=0;;;0;1 waiters=0;;;0 oldest_wait=0s;600;;0"
     );
     let mut cooling = held(99_999);
@@ -202,7 +202,7 @@ fn since_success_is_critical_when_stale_and_unknown_without_history() {
     assert_eq!(judge(&name(), &free, none, &l, now).0, Plugin::Critical);
     let (state, line) = judge(&name(), &free, Some(Successes::NoHistory), &l, now);
     assert_eq!(state, Plugin::Unknown);
-    assert!(line.starts_with("DISTLOCK UNKNOWN - "), "{line}");
+    assert!(line.starts_with("DISTLOCK UNKNOWN: "), "{line}");
     // UNKNOWN wins over a crossed threshold: the check could not judge everything.
     let (state, _) = judge(
         &name(),
