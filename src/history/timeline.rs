@@ -56,6 +56,18 @@ impl Glyphs {
         }
     }
 
+    /// Text from the history (host names, the key) in these glyphs: in ASCII, each other
+    /// character as `?`, so that the chart stays plain ASCII (and its columns aligned).
+    fn text(self, text: &str) -> String {
+        match self {
+            Glyphs::Unicode => text.to_owned(),
+            Glyphs::Ascii => text
+                .chars()
+                .map(|c| if c.is_ascii() { c } else { '?' })
+                .collect(),
+        }
+    }
+
     fn arrow(self) -> &'static str {
         match self {
             Glyphs::Unicode => "→",
@@ -244,10 +256,11 @@ pub fn render(events: &[Event], frame: &Frame) -> String {
     let mut labels: Vec<String> = names
         .iter()
         .map(|n| {
+            let n = g.text(n);
             if n.chars().count() > LABEL_MAX {
                 n.chars().take(LABEL_MAX - 1).chain(['~']).collect()
             } else {
-                (*n).clone()
+                n
             }
         })
         .collect();
@@ -298,7 +311,7 @@ pub fn render(events: &[Event], frame: &Frame) -> String {
         t[..len].to_owned()
     };
     let header = [
-        crate::text::quote(&frame.key),
+        g.text(&crate::text::quote(&frame.key)),
         format!(
             "{} {} {} UTC",
             when(frame.from_ms),

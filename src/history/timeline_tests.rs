@@ -232,3 +232,23 @@ fn a_broken_hold_reported_lost_stays_broken() {
     let lane = text.lines().find(|l| l.starts_with("web-3")).unwrap();
     assert!(lane.ends_with("#!") && !lane.contains('x'), "{text}");
 }
+
+/// In ASCII, what the history holds (a host name, the key) is ASCII too.
+#[test]
+fn ascii_charts_stay_ascii_whatever_the_host_names() {
+    let t = t0();
+    let events = [
+        ev(t + 4 * H, "acquired", "büro-1", "a1", &[]),
+        ev(t + 6 * H, "released", "büro-1", "a1", &[("held_ms", 2 * H)]),
+    ];
+    let mut f = frame(60, Glyphs::Ascii);
+    f.key = "déploiement".into();
+    let text = render(&events, &f);
+    assert!(text.is_ascii(), "{text}");
+    assert!(
+        text.starts_with("\"d?ploiement\"") && text.contains("\nb?ro-1  "),
+        "{text}"
+    );
+    let text = render(&events, &frame(60, Glyphs::Unicode));
+    assert!(text.contains("\nbüro-1  "), "{text}");
+}
