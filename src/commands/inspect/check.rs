@@ -120,7 +120,11 @@ pub fn judge(
                         .holder
                         .as_deref()
                         .map_or("another client".to_owned(), |h| h.summary());
-                    let (s, note) = over(for_, limits.warn_held, limits.crit_held, "-w", "-c");
+                    // Another client's lock says nothing of when it was taken.
+                    let (s, note) = match h.held_for {
+                        Some(_) => over(for_, limits.warn_held, limits.crit_held, "-w", "-c"),
+                        None => (Plugin::Ok, " (since when, it does not say)".to_owned()),
+                    };
                     state = state.worst(s);
                     let slots = if lock.limit > 1 {
                         format!(
@@ -131,10 +135,11 @@ pub fn judge(
                     } else {
                         String::new()
                     };
-                    parts.push(format!(
-                        "lock {key} held {} by {who}{slots}{note}",
-                        crate::text::duration(for_)
-                    ));
+                    let for_text = match h.held_for {
+                        Some(_) => format!(" {}", crate::text::duration(for_)),
+                        None => String::new(),
+                    };
+                    parts.push(format!("lock {key} held{for_text} by {who}{slots}{note}"));
                 }
                 _ if !lock.holders.is_empty() => {
                     parts.push(format!(

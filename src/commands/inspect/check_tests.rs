@@ -225,3 +225,20 @@ fn seconds_keep_milliseconds_without_trailing_zeros() {
     assert_eq!(perf("a", "1", ["", "", "0", ""]), "a=1;;;0");
     assert_eq!(perf("a", "1", ["", "", "", ""]), "a=1");
 }
+
+/// Another client's lock (no distlock metadata) does not say when it was taken: held, never
+/// over a threshold.
+#[test]
+fn a_strangers_lock_is_held_without_an_age() {
+    let mut h = held(0);
+    h.holder = None;
+    h.held_for = None;
+    let (state, line) = judge(&name(), &lock(vec![h], vec![]), None, &limits(), 0);
+    assert_eq!(state, Plugin::Ok);
+    assert!(
+        line.starts_with(
+            "DISTLOCK OK: lock \"deploy-prod\" held by another client (since when, it does not say) | held=0s;"
+        ),
+        "{line}"
+    );
+}
