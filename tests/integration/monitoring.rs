@@ -287,3 +287,37 @@ fn check_on_a_redlock_warns_on_a_split_and_is_unknown_without_a_majority() {
     assert_eq!(code, 3, "{line}");
     assert!(line.starts_with("DISTLOCK UNKNOWN: "), "{line}");
 }
+
+/// On a Cluster (through a node that does not hold the key's slot) and through Sentinel, as
+/// `status` reads them: the hold, and the history for --crit-since-success.
+#[test]
+fn check_follows_a_cluster_and_a_sentinel() {
+    use crate::fixtures::topology::{Cluster, Sentinel};
+    let at = |url: &str| {
+        let mut cmd = bare_distlock();
+        cmd.env("DISTLOCK_REDIS_URL", url);
+        cmd
+    };
+    let cluster = Cluster::start(3, 0);
+    let key = cluster.key_on(1, "job");
+    let sentinel = Sentinel::start(0);
+    for url in [cluster.url_of_node(2), sentinel.url()] {
+        let out = run(at(&url).args(["--history", "1h", "run", "-k", &key, "--", "true"]));
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", stderr(&out));
+        let args = ["-k", &key, "-c", "1h", "--crit-since-success", "1h"];
+        let (code, line, _) = check(at(&url), &args);
+        assert_eq!(code, 0, "{url}: {line}");
+        assert!(line.contains(" is free; last success "), "{url}: {line}");
+        let dir = Scratch::new();
+        let holder = hold_until_released(at(&url), &dir, &key, &[]);
+        let (code, line, _) = check(at(&url), &["-k", &key, "-c", "0s"]);
+        assert!(
+            line.contains(" held ") && line.contains("holders=1;"),
+            "{url}: {line}"
+        );
+        // Held 0 ms exactly is not over -c 0s; any longer is.
+        assert!(code == 2 || line.contains("held=0s;"), "{url}: {line}");
+        release(&dir);
+        assert_eq!(finish(holder).status.code(), Some(0));
+    }
+}
