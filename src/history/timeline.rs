@@ -5,7 +5,6 @@
 //! [`render`] is a pure function of the events and a [`Frame`] (time span, width, glyphs);
 //! [`terminal_width`] and [`unicode_locale`] read what the chart adapts to.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::event::{Event, NOT_TAKEN_UP};
@@ -91,63 +90,70 @@ pub struct Frame {
     pub glyphs: Glyphs,
 }
 
-/// A span of a lane: from, to (ms), what it shows, and a mark at its end (lost, broken).
+/// A span of a lane: its lane (an index into the hosts), from, to (ms), what it shows, and a
+/// mark at its end (lost, broken).
 #[derive(Clone, Copy, Debug)]
 struct Span {
+    lane: usize,
     from: u64,
     to: u64,
     cell: Cell,
     end: Option<Cell>,
 }
 
-/// The spans of each host, from the events (oldest first). A hold is drawn from the event
-/// that ends it (`released`, `lost`, `expired`, `broken`: it carries `held_ms`), one still
-/// held from its `acquired` up to `to_ms`; a wait from the event that ends it (`acquired`,
-/// `gave-up`, `superseded`: `waited_ms`). A hold recorded twice is drawn once: `lost` by its
-/// holder after the next taker recorded it `expired`, as lost; `lost` after `broken`, as
-/// broken.
-fn spans(events: &[Event], to_ms: u64) -> BTreeMap<String, Vec<Span>> {
-    let mut lanes: BTreeMap<String, Vec<Span>> = BTreeMap::new();
-    // Holds by (token, slot): where in its lane, to replace an `expired` by a `lost`.
-    let mut ended: BTreeMap<(String, String), (String, usize)> = BTreeMap::new();
-    let mut open: BTreeMap<(String, String), (String, u64)> = BTreeMap::new();
+/// The hosts (lanes) and the spans drawn on them, from the events (oldest first). A hold is
+/// drawn from the event that ends it (`released`, `lost`, `expired`, `broken`: it carries
+/// `held_ms`), one still held from its `acquired` up to `to_ms`; a wait from the event that
+/// ends it (`acquired`, `gave-up`, `superseded`: `waited_ms`). A hold recorded twice is drawn
+/// once: `lost` by its holder after the next taker recorded it `expired`, as lost; `lost` after
+/// `broken`, as broken.
+///
+/// Plain vectors searched linearly (at most 1000 events): no map type is compiled in for this.
+fn spans(events: &[Event], to_ms: u64) -> (Vec<String>, Vec<Span>) {
+    let mut hosts: Vec<String> = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
+    // Holds by (token, slot): started (its lane, when), or ended (the index of its span).
+    let mut open: Vec<(&str, &str, usize, u64)> = Vec::new();
+    let mut ended: Vec<(&str, &str, usize)> = Vec::new();
     for e in events {
         let host = e.get("host").map_or("?".to_owned(), crate::text::sanitize);
-        let id = (
-            e.get("token").unwrap_or_default().to_owned(),
-            e.get("slot").unwrap_or_default().to_owned(),
+        let lane = match hosts.iter().position(|h| *h == host) {
+            Some(i) => i,
+            None => {
+                hosts.push(host);
+                hosts.len() - 1
+            }
+        };
+        let (token, slot) = (
+            e.get("token").unwrap_or_default(),
+            e.get("slot").unwrap_or_default(),
         );
         let ms = |name: &str| e.get(name).and_then(|v| v.parse::<u64>().ok());
-        let lane = lanes.entry(host.clone()).or_default();
+        let waited = |w: u64| Span {
+            lane,
+            from: e.at_ms.saturating_sub(w),
+            to: e.at_ms,
+            cell: Cell::Waiting,
+            end: None,
+        };
         match e.kind.as_str() {
             "acquired" => {
                 if let Some(w) = ms("waited_ms").filter(|w| *w > 0) {
-                    lane.push(Span {
-                        from: e.at_ms.saturating_sub(w),
-                        to: e.at_ms,
-                        cell: Cell::Waiting,
-                        end: None,
-                    });
+                    spans.push(waited(w));
                 }
-                open.insert(id, (host, e.at_ms));
+                open.retain(|o| (o.0, o.1) != (token, slot));
+                open.push((token, slot, lane, e.at_ms));
             }
-            "gave-up" | "superseded" => {
-                let w = ms("waited_ms").unwrap_or(0);
-                lane.push(Span {
-                    from: e.at_ms.saturating_sub(w),
-                    to: e.at_ms,
-                    cell: Cell::Waiting,
-                    end: None,
-                });
-            }
+            "gave-up" | "superseded" => spans.push(waited(ms("waited_ms").unwrap_or(0))),
             "released" | "lost" | "expired" | "broken" => {
-                let started = open.remove(&id);
+                let started = open.iter().position(|o| (o.0, o.1) == (token, slot));
+                let started = started.map(|i| open.swap_remove(i).3);
                 if e.kind == "expired" && e.get("why") == Some(NOT_TAKEN_UP) {
                     continue;
                 }
                 let from = match (ms("held_ms"), started) {
                     (Some(h), _) => e.at_ms.saturating_sub(h),
-                    (None, Some((_, at))) => at,
+                    (None, Some(at)) => at,
                     (None, None) => e.at_ms,
                 };
                 let (cell, end) = match e.kind.as_str() {
@@ -157,14 +163,15 @@ fn spans(events: &[Event], to_ms: u64) -> BTreeMap<String, Vec<Span>> {
                     _ => (Cell::Held, None),
                 };
                 let span = Span {
+                    lane,
                     from,
                     to: e.at_ms,
                     cell,
                     end,
                 };
+                let earlier = ended.iter().find(|d| (d.0, d.1) == (token, slot));
                 if e.kind == "lost"
-                    && let Some((h, i)) = ended.get(&id)
-                    && let Some(earlier) = lanes.get_mut(h).and_then(|l| l.get_mut(*i))
+                    && let Some(earlier) = earlier.and_then(|d| spans.get_mut(d.2))
                 {
                     // Expired, then reported lost by its holder: lost. Broken, then lost:
                     // the break says more (who); the holder's report adds nothing.
@@ -173,23 +180,22 @@ fn spans(events: &[Event], to_ms: u64) -> BTreeMap<String, Vec<Span>> {
                     }
                     continue;
                 }
-                let lane = lanes.entry(host.clone()).or_default();
-                ended.insert(id, (host, lane.len()));
-                lane.push(span);
+                ended.push((token, slot, spans.len()));
+                spans.push(span);
             }
             _ => {}
         }
     }
-    for (host, at) in open.into_values() {
-        lanes.entry(host).or_default().push(Span {
+    for (_, _, lane, at) in open {
+        spans.push(Span {
+            lane,
             from: at,
             to: to_ms.max(at),
             cell: Cell::Held,
             end: None,
         });
     }
-    lanes.retain(|_, spans| !spans.is_empty());
-    lanes
+    (hosts, spans)
 }
 
 /// A tick step for the axis (ms): the smallest of these that leaves room for a label.
@@ -242,21 +248,29 @@ fn tick_label(ms: u64, step_ms: u64) -> String {
 pub fn render(events: &[Event], frame: &Frame) -> String {
     let g = frame.glyphs;
     let span_ms = frame.to_ms.saturating_sub(frame.from_ms).max(1);
-    let lanes = spans(events, frame.to_ms);
-    // The busiest hosts keep a lane; the others share one.
-    let busy = |s: &[Span]| -> u64 { s.iter().map(|s| s.to - s.from).sum::<u64>() + 1 };
-    let mut names: Vec<&String> = lanes.keys().collect();
-    let mut others: Vec<&String> = Vec::new();
+    let (hosts, spans) = spans(events, frame.to_ms);
+    // The lanes with something drawn, by host name; the busiest keep a lane, the others share
+    // one.
+    let busy = |lane: usize| -> u64 {
+        (spans.iter().filter(|s| s.lane == lane))
+            .map(|s| s.to - s.from)
+            .sum::<u64>()
+            + 1
+    };
+    let mut names: Vec<usize> = (0..hosts.len())
+        .filter(|i| spans.iter().any(|s| s.lane == *i))
+        .collect();
+    let mut others: Vec<usize> = Vec::new();
     if names.len() > MAX_LANES {
-        names.sort_by(|a, b| busy(&lanes[*b]).cmp(&busy(&lanes[*a])).then(a.cmp(b)));
+        names.sort_by_key(|i| (std::cmp::Reverse(busy(*i)), &hosts[*i]));
         others = names.split_off(MAX_LANES - 1);
-        names.sort();
     }
+    names.sort_by_key(|i| &hosts[*i]);
     let others_label = format!("others ({})", others.len());
     let mut labels: Vec<String> = names
         .iter()
-        .map(|n| {
-            let n = g.text(n);
+        .map(|i| {
+            let n = g.text(&hosts[*i]);
             if n.chars().count() > LABEL_MAX {
                 n.chars().take(LABEL_MAX - 1).chain(['~']).collect()
             } else {
@@ -324,15 +338,15 @@ pub fn render(events: &[Event], frame: &Frame) -> String {
         ),
     ];
     text.push_str(&wrap(&header, frame.width));
-    if lanes.is_empty() {
+    if names.is_empty() {
         text.push_str("  (nothing held or waited for in that time)\n");
     }
     for (name, label) in names.iter().zip(&labels) {
-        let row = draw(&mut lanes[*name].iter());
+        let row = draw(&mut spans.iter().filter(|s| s.lane == *name));
         text.push_str(&format!("{label:<label_w$}  {}\n", row.trim_end()));
     }
     if let Some(label) = labels.get(names.len()) {
-        let row = draw(&mut others.iter().flat_map(|n| lanes[*n].iter()));
+        let row = draw(&mut spans.iter().filter(|s| others.contains(&s.lane)));
         text.push_str(&format!("{label:<label_w$}  {}\n", row.trim_end()));
     }
     // The axis: a tick every `step`, aligned on UTC, labelled where the label fits.

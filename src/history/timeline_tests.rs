@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use super::*;
 
 const H: u64 = 3_600_000;
