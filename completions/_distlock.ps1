@@ -50,6 +50,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release a lock acquired with distlock acquire')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show a lock''s history: who held it, for how long, who waited, who broke it')
             [CompletionResult]::new('stats', 'stats', [CompletionResultType]::ParameterValue, 'Count a lock''s events and summarise how long holders waited and held it')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Write the shell completions or the man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -332,6 +333,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Only this lock (default: every lock under the prefix, one after the other)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Only this lock (default: every lock under the prefix, one after the other)')
             [CompletionResult]::new('--since', '--since', [CompletionResultType]::ParameterName, 'Only events since this long ago (30m, 2h) or since this time (2026-11-25T03:00:00Z)')
+            [CompletionResult]::new('--width', '--width', [CompletionResultType]::ParameterName, 'The width of the --timeline chart in characters (at least 40), instead of the terminal''s')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL')
             [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)')
             [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)')
@@ -344,6 +346,38 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--history', '--history', [CompletionResultType]::ParameterName, 'Keep a history of each lock taken (who held it, how long, who waited) for DUR')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'How messages on stderr are written: text (distlock: ...) or json (one object a line)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object per lock instead of text')
+            [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw the lock''s holds and waits as a text chart (needs --key)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'distlock;check' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'WARNING when a holder has held the lock longer than this (its oldest holder''s hold)')
+            [CompletionResult]::new('--warning', '--warning', [CompletionResultType]::ParameterName, 'WARNING when a holder has held the lock longer than this (its oldest holder''s hold)')
+            [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'CRITICAL when a holder has held the lock longer than this')
+            [CompletionResult]::new('--critical', '--critical', [CompletionResultType]::ParameterName, 'CRITICAL when a holder has held the lock longer than this')
+            [CompletionResult]::new('--warn-wait', '--warn-wait', [CompletionResultType]::ParameterName, 'WARNING when the first waiter in line has waited longer than this')
+            [CompletionResult]::new('--crit-wait', '--crit-wait', [CompletionResultType]::ParameterName, 'CRITICAL when the first waiter in line has waited longer than this')
+            [CompletionResult]::new('--crit-since-success', '--crit-since-success', [CompletionResultType]::ParameterName, 'CRITICAL when the lock''s history records no successful run within this long')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)')
+            [CompletionResult]::new('--replicas-timeout', '--replicas-timeout', [CompletionResultType]::ParameterName, 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--history', '--history', [CompletionResultType]::ParameterName, 'Keep a history of each lock taken (who held it, how long, who waited) for DUR')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'How messages on stderr are written: text (distlock: ...) or json (one object a line)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
@@ -387,6 +421,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Release a lock acquired with distlock acquire')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show a lock''s history: who held it, for how long, who waited, who broke it')
             [CompletionResult]::new('stats', 'stats', [CompletionResultType]::ParameterValue, 'Count a lock''s events and summarise how long holders waited and held it')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Write the shell completions or the man pages (for packagers)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -416,6 +451,9 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;help;stats' {
+            break
+        }
+        'distlock;help;check' {
             break
         }
         'distlock;help;generate' {

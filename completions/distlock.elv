@@ -47,6 +47,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand release 'Release a lock acquired with distlock acquire'
             cand log 'Show a lock''s history: who held it, for how long, who waited, who broke it'
             cand stats 'Count a lock''s events and summarise how long holders waited and held it'
+            cand check 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
             cand generate 'Write the shell completions or the man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -319,6 +320,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand -k 'Only this lock (default: every lock under the prefix, one after the other)'
             cand --key 'Only this lock (default: every lock under the prefix, one after the other)'
             cand --since 'Only events since this long ago (30m, 2h) or since this time (2026-11-25T03:00:00Z)'
+            cand --width 'The width of the --timeline chart in characters (at least 40), instead of the terminal''s'
             cand --redis 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL'
             cand --node-timeout 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)'
             cand --replicas 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)'
@@ -331,6 +333,37 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --history 'Keep a history of each lock taken (who held it, how long, who waited) for DUR'
             cand --log-format 'How messages on stderr are written: text (distlock: ...) or json (one object a line)'
             cand --json 'Print one JSON object per lock instead of text'
+            cand --timeline 'Draw the lock''s holds and waits as a text chart (needs --key)'
+            cand -v 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+            cand --verbose 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+            cand -q 'Print nothing but errors that explain a failing exit of distlock''s own'
+            cand --quiet 'Print nothing but errors that explain a failing exit of distlock''s own'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'distlock;check'= {
+            cand -k 'Name of the lock'
+            cand --key 'Name of the lock'
+            cand -w 'WARNING when a holder has held the lock longer than this (its oldest holder''s hold)'
+            cand --warning 'WARNING when a holder has held the lock longer than this (its oldest holder''s hold)'
+            cand -c 'CRITICAL when a holder has held the lock longer than this'
+            cand --critical 'CRITICAL when a holder has held the lock longer than this'
+            cand --warn-wait 'WARNING when the first waiter in line has waited longer than this'
+            cand --crit-wait 'CRITICAL when the first waiter in line has waited longer than this'
+            cand --crit-since-success 'CRITICAL when the lock''s history records no successful run within this long'
+            cand --redis 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL'
+            cand --node-timeout 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)'
+            cand --replicas 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)'
+            cand --replicas-timeout 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)'
+            cand --prefix 'Prefix of every Redis key distlock writes'
+            cand --redis-timeout 'Timeout for connecting to Redis and for each command'
+            cand --tls-ca 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --history 'Keep a history of each lock taken (who held it, how long, who waited) for DUR'
+            cand --log-format 'How messages on stderr are written: text (distlock: ...) or json (one object a line)'
             cand -v 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
             cand --verbose 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
             cand -q 'Print nothing but errors that explain a failing exit of distlock''s own'
@@ -372,6 +405,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand release 'Release a lock acquired with distlock acquire'
             cand log 'Show a lock''s history: who held it, for how long, who waited, who broke it'
             cand stats 'Count a lock''s events and summarise how long holders waited and held it'
+            cand check 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
             cand generate 'Write the shell completions or the man pages (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -392,6 +426,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help;log'= {
         }
         &'distlock;help;stats'= {
+        }
+        &'distlock;help;check'= {
         }
         &'distlock;help;generate'= {
         }

@@ -291,6 +291,84 @@ pub const HISTORY_TABLE: &[Row] = &[
     ROW_UNAVAILABLE,
 ];
 
+/// The states of a monitoring plugin (Nagios, Icinga, Naemon, Sensu, Consul checks), the only
+/// codes `distlock check` exits with: its own refusals and failures are [`Plugin::Unknown`],
+/// never 64 or 69, which a monitoring system would read as CRITICAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Plugin {
+    /// All is well.
+    Ok = 0,
+    /// A warning threshold was crossed.
+    Warning = 1,
+    /// A critical threshold was crossed.
+    Critical = 2,
+    /// The check could not tell: Redis unreachable, a key that is not a lock, bad arguments.
+    Unknown = 3,
+}
+
+impl Plugin {
+    /// The exit code.
+    pub const fn get(self) -> u8 {
+        self as u8
+    }
+
+    /// The word of the output line: `OK`, `WARNING`, `CRITICAL`, `UNKNOWN`.
+    pub const fn word(self) -> &'static str {
+        match self {
+            Plugin::Ok => "OK",
+            Plugin::Warning => "WARNING",
+            Plugin::Critical => "CRITICAL",
+            Plugin::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// How bad it is, for combining conditions: OK < WARNING < CRITICAL. UNKNOWN is not part of
+    /// this order (it says the check failed) and ranks last.
+    fn rank(self) -> u8 {
+        self.get()
+    }
+
+    /// The worse of two states.
+    pub fn worst(self, other: Plugin) -> Plugin {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+impl From<Plugin> for Exit {
+    fn from(state: Plugin) -> Exit {
+        Exit::Code(state.get())
+    }
+}
+
+/// `distlock check`: the monitoring-plugins codes, and nothing else.
+pub const CHECK_TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "OK: no threshold crossed",
+    },
+    Row {
+        code: "1",
+        meaning: "WARNING: held longer than -w, or the oldest waiter waited longer than \
+                  --warn-wait; or, on a Redlock, the lock is split",
+    },
+    Row {
+        code: "2",
+        meaning: "CRITICAL: held longer than -c, the oldest waiter waited longer than \
+                  --crit-wait, or no successful run recorded within --crit-since-success",
+    },
+    Row {
+        code: "3",
+        meaning: "UNKNOWN: the check could not tell: Redis unreachable, the key is not a lock, \
+                  a bad argument, or --crit-since-success on a lock without a history (never \
+                  64, 65 or 69 here)",
+    },
+];
+
 /// The table of a subcommand (by name).
 pub fn table(command: &str) -> &'static [Row] {
     match command {
@@ -301,6 +379,7 @@ pub fn table(command: &str) -> &'static [Row] {
         "break" => BREAK_TABLE,
         "renew" | "release" => TOKEN_TABLE,
         "log" | "stats" => HISTORY_TABLE,
+        "check" => CHECK_TABLE,
         _ => &[],
     }
 }
@@ -353,5 +432,23 @@ mod tests {
             assert_eq!(code.shown(), code.get().to_string());
         }
         assert_eq!(Exit::from(Code::LockLost), Exit::Code(124));
+    }
+
+    #[test]
+    fn the_check_table_is_the_four_plugin_states() {
+        let codes: Vec<&str> = CHECK_TABLE.iter().map(|r| r.code).collect();
+        let states = [
+            Plugin::Ok,
+            Plugin::Warning,
+            Plugin::Critical,
+            Plugin::Unknown,
+        ];
+        let shown: Vec<String> = states.iter().map(|s| s.get().to_string()).collect();
+        assert_eq!(codes, shown);
+        for (row, state) in CHECK_TABLE.iter().zip(states) {
+            assert!(row.meaning.starts_with(state.word()), "{}", row.meaning);
+        }
+        assert_eq!(Plugin::Ok.worst(Plugin::Critical), Plugin::Critical);
+        assert_eq!(Plugin::Critical.worst(Plugin::Warning), Plugin::Critical);
     }
 }

@@ -77,6 +77,20 @@ pub fn examples(command: &str) -> &'static [Example] {
                 what: "The p95 wait of every lock, as JSON",
                 command: "distlock stats --json | jq -r '\"\\(.key) \\(.wait_ms.p95)\"'",
             },
+            Example {
+                what: "Who held and waited for it today, as a chart (one lane per host)",
+                command: "distlock stats -k deploy-prod --since 24h --timeline",
+            },
+        ],
+        "check" => &[
+            Example {
+                what: "A Nagios/Icinga check: warn after 30 minutes held, critical after an hour",
+                command: "distlock check -k deploy-prod -w 30m -c 1h --warn-wait 10m",
+            },
+            Example {
+                what: "Critical when the nightly job has not succeeded for 26 hours (needs --history)",
+                command: "distlock check -k nightly-report --crit-since-success 26h",
+            },
         ],
         "list" => &[
             Example {
@@ -236,6 +250,7 @@ mod tests {
     fn every_documented_command_has_examples() {
         for command in [
             "run", "status", "list", "break", "acquire", "renew", "release", "log", "stats",
+            "check",
         ] {
             assert!(!examples(command).is_empty(), "{command}");
             assert!(!exit::table(command).is_empty(), "{command}");

@@ -16,7 +16,7 @@
 //! take, then hands the token over). Module boundaries, top to bottom: a module imports only
 //! modules below it (the table in `docs/design.md`, "Source layout", lists what each imports):
 //!
-//! * [`commands`]: one function per subcommand (`inspect/`: status, list, break);
+//! * [`commands`]: one function per subcommand (`inspect/`: status, list, break, check);
 //!   [`session`]: what `run` and `acquire` share, given an open lock (`reenter.rs`, `take.rs`);
 //! * [`config`]: every decision that involves defaults or more than one flag (`topology.rs`
 //!   builds where the locks live; `origins.rs` remembers who set each value; `history.rs`
@@ -117,6 +117,9 @@ pub fn main() -> ! {
         }
     };
     let mut out = config::output_for(&cli);
+    // `check` speaks the monitoring-plugins convention: whatever fails is UNKNOWN (exit 3),
+    // said on stdout too, where monitoring systems read it.
+    let checks = matches!(cli.command, cli::Command::Check(_));
     let result = Config::from_cli(cli, &origins).and_then(|cfg| {
         // The decided output also names the lock: errors below are about it too.
         out = cfg.output.clone();
@@ -164,6 +167,7 @@ pub fn main() -> ! {
             } => commands::token::release(topology, name, token, failed, out),
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
+            CommandConfig::Check(check) => commands::inspect::check::check(check),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }
@@ -172,6 +176,14 @@ pub fn main() -> ! {
     match result {
         Ok(Exit::Code(code)) => std::process::exit(i32::from(code)),
         Ok(Exit::Signal(signal)) => signals::die_of(signal),
+        Err(err) if checks => {
+            let code = exit::Plugin::Unknown.get();
+            let line = text::unknown_line(&err.message());
+            out.error(err.event(), output::Msg::new(err.message()).exit(code));
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+            std::process::exit(i32::from(code))
+        }
         Err(err) => {
             let code = err.exit_code();
             out.error(err.event(), output::Msg::new(err.message()).exit(code));

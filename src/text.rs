@@ -61,6 +61,12 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// The line of a `distlock check` that could not tell (exit 3), in the monitoring-plugins
+/// convention: `DISTLOCK UNKNOWN: why` (one line; no `|`, which would start performance data).
+pub fn unknown_line(why: &str) -> String {
+    format!("DISTLOCK UNKNOWN: {}", sanitize(why).replace('|', "/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

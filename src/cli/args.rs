@@ -246,6 +246,39 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// `distlock check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Name of the lock.
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// WARNING when a holder has held the lock longer than this (its oldest holder's hold).
+    #[arg(short = 'w', long, value_name = "DUR", value_parser = parse_duration)]
+    pub warning: Option<DurationArg>,
+
+    /// CRITICAL when a holder has held the lock longer than this.
+    #[arg(short = 'c', long, value_name = "DUR", value_parser = parse_duration)]
+    pub critical: Option<DurationArg>,
+
+    /// WARNING when the first waiter in line has waited longer than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub warn_wait: Option<DurationArg>,
+
+    /// CRITICAL when the first waiter in line has waited longer than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub crit_wait: Option<DurationArg>,
+
+    /// CRITICAL when the lock's history records no successful run within this long.
+    ///
+    /// A successful run: a released event of a run whose command exited 0, or of a distlock
+    /// release without --failed. Needs the lock's history (--history): a lock without one is
+    /// UNKNOWN, a history without a success in it (within DUR, or at all) CRITICAL. Measured
+    /// against this machine's clock (events carry the Redis server's).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub crit_since_success: Option<DurationArg>,
+}
+
 /// `distlock list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {

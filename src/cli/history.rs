@@ -65,6 +65,22 @@ pub struct StatsArgs {
     /// first_ms and last_ms (the times of the first and last event).
     #[arg(long)]
     pub json: bool,
+
+    /// Draw the lock's holds and waits as a text chart (needs --key).
+    ///
+    /// One lane per host (past 12, the least busy share a lane, "others"), from --since (or
+    /// the first event) to now, with a time axis in UTC and a legend: held, waiting (before
+    /// an acquired, a gave-up, a superseded), lost (x), broken (!), and held at most (a holder
+    /// that vanished and whose lock expired: its end is an upper bound). As wide as the
+    /// terminal (80 columns without one); Unicode blocks when the locale (LC_ALL, LC_CTYPE,
+    /// LANG) is UTF-8, plain ASCII otherwise.
+    #[arg(long, requires = "key", conflicts_with = "json")]
+    pub timeline: bool,
+
+    /// The width of the --timeline chart in characters (at least 40), instead of the
+    /// terminal's.
+    #[arg(long, value_name = "N", requires = "timeline")]
+    pub width: Option<usize>,
 }
 
 /// `--since`: a time, in ms since the epoch.

@@ -293,9 +293,22 @@ pub enum Command {
     ///
     /// Per lock: how many of each event (and how many gave-up were lapsed places), and the
     /// wait (acquired) and hold (released, lost, expired, broken) times as p50, p95 and max;
-    /// on a terminal, a small histogram of each.
-    /// A lock without a history says so on stderr and exits 0.
+    /// on a terminal, a small histogram of each. With --timeline, one lock's holds and waits
+    /// as a text chart instead: one lane per host, lost, broken and expired marked, a time
+    /// axis and a legend. A lock without a history says so on stderr and exits 0.
     Stats(history::StatsArgs),
+
+    /// Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    ///
+    /// The monitoring-plugins convention (Nagios, Icinga, Naemon, Sensu, Consul script
+    /// checks): one line on stdout, "DISTLOCK STATE: what it found | performance data"
+    /// (held, holders, waiters, oldest_wait, and since_success with --crit-since-success, in
+    /// seconds with their thresholds), and the state as exit code. Hold and wait times are on
+    /// the Redis server's clock, as status shows them; a mutex kept taken after a run that
+    /// succeeded (--min-interval, --cooldown) is not held. Without thresholds it only checks
+    /// that the lock can be read. Whatever goes wrong (Redis unreachable, a key that is not a
+    /// lock, a bad argument) is UNKNOWN, exit 3, never another code.
+    Check(args::CheckArgs),
 
     /// Write the shell completions or the man pages (for packagers).
     #[command(hide = true)]

@@ -20,7 +20,7 @@ pub fn usage_error(err: clap::Error, command: &clap::Command, args: &[std::ffi::
     ) {
         let _ = err.print();
         let code = if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-            Code::Usage.get()
+            usage_code(command, args)
         } else {
             0
         };
@@ -32,17 +32,61 @@ pub fn usage_error(err: clap::Error, command: &clap::Command, args: &[std::ffi::
     if let (Some(first), Some(refused)) = (lines.first_mut(), refused_value(&err, command, args)) {
         *first = refused.reword(first);
     }
+    let code = usage_code(command, args);
     let mut lines = lines.into_iter();
     if let Some(first) = lines.next() {
-        out.error(
-            output::Ev::UsageError,
-            output::Msg::new(first).exit(Code::Usage.get()),
-        );
+        if code != Code::Usage.get() {
+            // `check`: the monitoring system reads stdout.
+            use std::io::Write;
+            let line = crate::text::unknown_line(&first);
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }
+        out.error(output::Ev::UsageError, output::Msg::new(first).exit(code));
     }
     for tip in lines {
         out.error(output::Ev::UsageTip, tip);
     }
-    std::process::exit(i32::from(Code::Usage.get()))
+    std::process::exit(i32::from(code))
+}
+
+/// The exit code of a refused command line: 64, but UNKNOWN (3) for `check`, whose callers
+/// (monitoring systems) read any other code as CRITICAL.
+fn usage_code(command: &clap::Command, args: &[std::ffi::OsString]) -> u8 {
+    if subcommand_in_args(command, args).as_deref() == Some("check") {
+        crate::exit::Plugin::Unknown.get()
+    } else {
+        Code::Usage.get()
+    }
+}
+
+/// The subcommand a command line names: its first word that is neither an option nor the
+/// value of a global option that takes one (`--prefix check status` is `status`).
+fn subcommand_in_args(command: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
+    let takes_value = |word: &str| {
+        command.get_arguments().any(|a| {
+            a.get_action().takes_values()
+                && (word
+                    .strip_prefix("--")
+                    .is_some_and(|l| a.get_long() == Some(l))
+                    || (word.len() == 2
+                        && word.strip_prefix('-').and_then(|s| s.chars().next()) == a.get_short()))
+        })
+    };
+    let mut words = args.iter().skip(1);
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        if word == "--" {
+            return None;
+        }
+        if word.starts_with('-') {
+            if !word.contains('=') && takes_value(word) {
+                words.next();
+            }
+            continue;
+        }
+        return Some(word.to_owned());
+    }
+    None
 }
 
 /// The message format asked for by a command line that clap refused (so there are no matches to

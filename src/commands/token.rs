@@ -56,6 +56,11 @@ pub fn release(
     out: &Output,
 ) -> Result<Exit, Error> {
     let key = crate::text::quote(name.key());
+    if failed {
+        // Recorded with the `released` event, so that the history (and `check
+        // --crit-since-success`) does not count it as a success.
+        crate::history::set_outcome("failed");
+    }
     let budget = Budget::within(topology.timeout());
     let mut lock = lock::open(name, &topology);
     let result = lock.release_after(&token, !failed, &budget);

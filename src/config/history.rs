@@ -37,12 +37,19 @@ pub(super) fn stats_config(
     origins: &Origins,
 ) -> Result<StatsConfig, Error> {
     let (topology, prefix, name) = scope(args.key.as_deref(), global, origins)?;
+    let min = crate::history::timeline::MIN_WIDTH;
+    if let Some(width) = args.width.filter(|w| !(min..=10_000).contains(w)) {
+        return Err(Error::Usage(format!(
+            "--width {width} is out of range; give {min} to 10000 characters"
+        )));
+    }
     Ok(StatsConfig {
         topology,
         prefix,
         name,
         since_ms: args.since.map(|s| s.0),
         json: args.json,
+        timeline: args.timeline.then_some(args.width),
     })
 }
 

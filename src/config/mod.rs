@@ -113,6 +113,8 @@ pub enum CommandConfig {
     Log(crate::history::LogConfig),
     /// `distlock stats`.
     Stats(crate::history::StatsConfig),
+    /// `distlock check`.
+    Check(CheckConfig),
     /// `distlock generate`.
     Generate {
         /// What to write (None: both).
@@ -120,6 +122,34 @@ pub enum CommandConfig {
         /// Where.
         out: Option<std::path::PathBuf>,
     },
+}
+
+/// `distlock check`, decided.
+#[derive(Debug)]
+pub struct CheckConfig {
+    /// Where.
+    pub topology: Topology,
+    /// The key prefix (to read the history).
+    pub prefix: String,
+    /// Which lock.
+    pub name: LockName,
+    /// The thresholds.
+    pub limits: Limits,
+}
+
+/// What makes a lock WARNING or CRITICAL (each optional).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// `-w`: held longer than this.
+    pub warn_held: Option<Duration>,
+    /// `-c`: held longer than this.
+    pub crit_held: Option<Duration>,
+    /// `--warn-wait`: the first waiter waited longer than this.
+    pub warn_wait: Option<Duration>,
+    /// `--crit-wait`.
+    pub crit_wait: Option<Duration>,
+    /// `--crit-since-success`: no successful run recorded within this.
+    pub crit_since_success: Option<Duration>,
 }
 
 /// Taking a lock (`run`, `acquire`), decided.
@@ -276,6 +306,7 @@ impl Config {
             cli::Command::Stats(a) => {
                 CommandConfig::Stats(history::stats_config(a, global, origins)?)
             }
+            cli::Command::Check(args) => CommandConfig::Check(check_config(args, global, origins)?),
             cli::Command::Generate(args) => CommandConfig::Generate {
                 what: args.what,
                 out: args.out,
@@ -302,9 +333,46 @@ impl CommandConfig {
             | CommandConfig::Release { name, .. } => Some(name.key()),
             CommandConfig::Log(log) => log.name.as_ref().map(LockName::key),
             CommandConfig::Stats(stats) => stats.name.as_ref().map(LockName::key),
+            CommandConfig::Check(check) => Some(check.name.key()),
             CommandConfig::List { .. } | CommandConfig::Generate { .. } => None,
         }
     }
+}
+
+/// `distlock check`: a warning threshold above its critical one is refused (it could never
+/// warn).
+fn check_config(
+    args: cli::CheckArgs,
+    global: &cli::GlobalArgs,
+    origins: &Origins,
+) -> Result<CheckConfig, Error> {
+    let prefix = global.prefix.as_str();
+    for (warn, crit) in [
+        (&args.warning, &args.critical),
+        (&args.warn_wait, &args.crit_wait),
+    ] {
+        if let (Some(w), Some(c)) = (warn, crit)
+            && w.value > c.value
+        {
+            return Err(Error::Usage(format!(
+                "the warning threshold {} is above the critical one {}: it could never warn",
+                w.text, c.text
+            )));
+        }
+    }
+    let value = |d: &Option<cli::DurationArg>| d.as_ref().map(|d| d.value);
+    Ok(CheckConfig {
+        topology: topology(global, origins, None)?,
+        prefix: checked_prefix(prefix, origins)?.to_owned(),
+        name: lock_name(prefix, &args.key, origins)?,
+        limits: Limits {
+            warn_held: value(&args.warning),
+            crit_held: value(&args.critical),
+            warn_wait: value(&args.warn_wait),
+            crit_wait: value(&args.crit_wait),
+            crit_since_success: value(&args.crit_since_success),
+        },
+    })
 }
 
 fn checked_prefix<'p>(prefix: &'p str, origins: &Origins) -> Result<&'p str, Error> {

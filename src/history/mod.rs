@@ -10,8 +10,10 @@ mod log;
 mod read;
 mod stats;
 pub mod time;
+pub mod timeline;
 
 pub use crate::lock::history::*;
 pub use event::Event;
 pub use log::{LogConfig, log};
+pub use read::{Found, Query, fetch};
 pub use stats::{StatsConfig, stats};

@@ -1,5 +1,6 @@
 //! `distlock stats`: per lock, how many events of each kind, and the wait and hold times as
-//! p50, p95 and max (with a small text histogram of each on a terminal).
+//! p50, p95 and max (with a small text histogram of each on a terminal); or, with `--timeline`,
+//! one lock as a chart ([`super::timeline`]).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -13,6 +14,7 @@ use crate::output::{Ev, Output};
 use super::event::{Event, LAPSED, NOT_TAKEN_UP};
 use super::read::{self, Query};
 use super::time::rfc3339;
+use super::timeline;
 
 /// The kinds of event, in the order they are shown.
 pub const KINDS: [&str; 7] = [
@@ -45,6 +47,8 @@ pub struct StatsConfig {
     pub since_ms: Option<u64>,
     /// One JSON object per lock.
     pub json: bool,
+    /// `--timeline`: a chart of one lock, at this width (None: the terminal's, or 80).
+    pub timeline: Option<Option<usize>>,
 }
 
 /// p50, p95 and max of some durations (nearest rank).
@@ -228,6 +232,28 @@ pub fn stats(cfg: StatsConfig, out: &Output) -> Result<Exit, Error> {
     }
     let terminal = std::io::stdout().is_terminal();
     let mut text = String::new();
+    if let Some(width) = cfg.timeline {
+        // One lock (--timeline requires --key).
+        let events: Vec<Event> = by_lock.into_values().flatten().collect();
+        let last = events.last().map_or(0, |e| e.at_ms);
+        let frame = timeline::Frame {
+            key: cfg.name.as_ref().map_or("", LockName::key).to_owned(),
+            from_ms: cfg
+                .since_ms
+                .unwrap_or_else(|| events.first().map_or(0, |e| e.at_ms)),
+            to_ms: super::time::now_ms().max(last),
+            width: width
+                .or_else(timeline::terminal_width)
+                .unwrap_or(timeline::DEFAULT_WIDTH),
+            glyphs: if timeline::unicode_locale(|name| std::env::var(name).ok()) {
+                timeline::Glyphs::Unicode
+            } else {
+                timeline::Glyphs::Ascii
+            },
+        };
+        text = timeline::render(&events, &frame);
+        by_lock = BTreeMap::new();
+    }
     for (key, events) in &by_lock {
         let s = summarize(events);
         if cfg.json {

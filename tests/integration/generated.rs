@@ -178,7 +178,7 @@ fn the_guide_documents_every_exit_code() {
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+'))
         .collect();
     for command in [
-        "run", "acquire", "status", "list", "break", "renew", "release",
+        "run", "acquire", "status", "list", "break", "renew", "release", "check",
     ] {
         for row in distlock::exit::table(command) {
             if row.code == "child's code" {

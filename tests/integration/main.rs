@@ -20,6 +20,7 @@ mod hardening;
 mod history;
 mod json_log;
 mod loss;
+mod monitoring;
 mod notices;
 mod operate;
 mod protocol;

@@ -1,11 +1,13 @@
-//! The operator commands: `status` (one lock), `list` (all locks under the prefix) and `break`
-//! (release a lock, or holders of a semaphore, whoever holds them). Their data goes to stdout;
+//! The operator commands: `status` (one lock), `list` (all locks under the prefix), `break`
+//! (release a lock, or holders of a semaphore, whoever holds them) and `check` (one lock judged
+//! for a monitoring system, [`check`]). Their data goes to stdout;
 //! `break` talks on stderr (through [`Output`], its question included).
 //!
 //! This file reads locks and writes what the commands print; how a lock is shown (holder ids,
 //! text, JSON) is [`view`]'s, and what `break` decides is [`breaking`]'s.
 
 mod breaking;
+pub mod check;
 mod view;
 
 use std::io::{BufRead, IsTerminal, Write};
