@@ -24,6 +24,7 @@
 mod cjson;
 mod commands;
 mod differential;
+mod explore;
 mod keyspace;
 mod lua;
 mod tests;
