@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Kind, Phase, Req, State, T0_MS, Violation, World};
+use super::{Kind, Phase, Req, State, Violation, World};
 use crate::lock::model::{Entry, Keyspace, Resp, Value};
 use crate::lock::protocol::{REFRESH, millis};
 
@@ -293,9 +293,13 @@ pub fn after_exec(
 
 /// Time passed: a handed lock that lapsed (the waiter never took it up), a cool-down that
 /// ended.
-pub fn after_tick(world: &mut World, s: &State, before: &Keyspace) -> Result<(), Violation> {
-    let then = s.redis.now_ms() - 1;
-    let b = view(before, then.max(T0_MS));
+pub fn after_tick(
+    world: &mut World,
+    s: &State,
+    before: &Keyspace,
+    then: u64,
+) -> Result<(), Violation> {
+    let b = view(before, then);
     let a = view(&s.redis.keyspace, s.redis.now_ms());
     // A waiter handed the lock, subscribed, live, and whose wake-up cannot be lost takes it up
     // in the same instant (its wake-up and attempt are urgent): a hand-off that survives a

@@ -634,9 +634,10 @@ impl World {
             Action::Resume(i) => s.clients[i].paused = false,
             Action::Tick(t) => {
                 let before = s.redis.keyspace.clone();
+                let then = s.redis.now_ms();
                 s.redis.advance_to((T0_MS + t) * 1000);
                 s.redis.keyspace.expire_all(T0_MS + t);
-                check::after_tick(self, &s, &before)?;
+                check::after_tick(self, &s, &before, then)?;
             }
         }
         s.redis.keyspace.expire_all(s.redis.now_ms());

@@ -183,7 +183,14 @@ pub fn c2_two(horizon_ms: u64) -> Config {
 
 #[test]
 fn c2_small() {
-    run(c2_two(800));
+    // No pause here (the full bound has one): it multiplies the states by about three.
+    run(with(
+        c2_two(800),
+        "C2 mutex with faults, 2 clients, no pause",
+        |c| {
+            c.pauses = 0;
+        },
+    ));
 }
 
 #[test]
@@ -390,4 +397,122 @@ fn every_mutant_is_killed_and_the_harmless_change_survives() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// The full bounds (`make model-check`, an optimized build): ignored by a plain `cargo test`.
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c1_full() {
+    run(c1(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c2_full() {
+    // Three clients with every fault exceed 2 million states past 3.5 s: here a lost request
+    // or reply per client and a crash, over 1 s (the two-client bound below has them all).
+    run(with(
+        fast(c2(1_000)),
+        "C2 mutex with faults, 3 clients",
+        |c| {
+            c.pauses = 0;
+            c.lost_wakes = 0;
+            c.max_states = 4_000_000;
+            c.sometimes = vec![
+                Sometimes::HandOff,
+                Sometimes::OrphanAfterRelease,
+                Sometimes::SameMillisecond,
+            ];
+        },
+    ));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c2_two_full() {
+    run(with(
+        c2_two(6_000),
+        "C2 mutex with faults, 2 clients",
+        |c| {
+            c.sometimes.push(Sometimes::TakeUpLapsed);
+        },
+    ));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn crash_full() {
+    run(with(
+        crash(8_000),
+        "C2 mutex, a crash, a late client",
+        |c| {
+            // Holds long enough (three renewals) for a crashed waiter's place to lapse behind it.
+            for client in &mut c.clients {
+                client.renewals = 3;
+            }
+            c.sometimes.push(Sometimes::PurgedWaiter);
+        },
+    ));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c3_full() {
+    run(c3(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c4_full() {
+    run(c4(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c5_full() {
+    run(c5(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c6_full() {
+    run(c6(45_000));
+}
+
+/// `DISTLOCK_MUTANT=M4 cargo test --lib explore::tests::one_mutant -- --ignored --nocapture`:
+/// one mutant of the table, its shortest counterexample printed step by step; or
+/// `DISTLOCK_MUTANT='old text=>new text'` (with `DISTLOCK_MUTANT_CONFIG=c1`..`c6`), a patch
+/// of your own, without a rebuild.
+#[test]
+#[ignore = "run on demand with DISTLOCK_MUTANT"]
+fn one_mutant() {
+    let Ok(wanted) = std::env::var("DISTLOCK_MUTANT") else {
+        eprintln!("DISTLOCK_MUTANT is not set: nothing to do");
+        return;
+    };
+    if let Some((old, new)) = wanted.split_once("=>") {
+        let config = match std::env::var("DISTLOCK_MUTANT_CONFIG").as_deref() {
+            Ok("c2") => c2_two(1_200),
+            Ok("c3") => c3(12_000),
+            Ok("c4") => c4(12_000),
+            Ok("c5") => c5(12_000),
+            Ok("c6") => c6(12_000),
+            _ => c1(12_000),
+        };
+        let patches = vec![Patch::new(old, new)];
+        match explore(config.clone(), patches.clone()) {
+            Ok(explored) => eprintln!("survived ({} states)", explored.states),
+            Err(cx) => eprintln!("{}", render(config, patches, &cx)),
+        }
+        return;
+    }
+    let m = mutants()
+        .into_iter()
+        .find(|m| m.id == wanted)
+        .unwrap_or_else(|| panic!("no mutant {wanted}"));
+    match check_mutant(&m) {
+        Ok(report) => eprintln!("{report}"),
+        Err(e) => panic!("{e}"),
+    }
 }
