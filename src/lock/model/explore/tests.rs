@@ -407,26 +407,10 @@ fn c1_full() {
     run(c1(45_000));
 }
 
-#[test]
-#[ignore = "full bounds: make model-check"]
-fn c2_full() {
-    // Three clients with every fault exceed 2 million states past 3.5 s: here a lost request
-    // or reply per client and a crash, over 1 s (the two-client bound below has them all).
-    run(with(
-        fast(c2(1_000)),
-        "C2 mutex with faults, 3 clients",
-        |c| {
-            c.pauses = 0;
-            c.lost_wakes = 0;
-            c.max_states = 4_000_000;
-            c.sometimes = vec![
-                Sometimes::HandOff,
-                Sometimes::OrphanAfterRelease,
-                Sometimes::SameMillisecond,
-            ];
-        },
-    ));
-}
+// C2 with three clients and faults is left out of the full bounds: with one lost request or
+// reply per client it does not finish within 4 minutes even over 1 s of model time (the state
+// space needs symmetry or partial-order reduction first). Three clients with a crash run in
+// `crash_full`, every fault with two clients in `c2_two_full`.
 
 #[test]
 #[ignore = "full bounds: make model-check"]
