@@ -15,7 +15,7 @@ TARGET := x86_64-unknown-linux-gnu
 CARGO_ABOUT_VERSION := 0.9.3
 CARGO_ABOUT := target/ci-tools/cargo-about-$(CARGO_ABOUT_VERSION)/bin/cargo-about
 
-.PHONY: test static dist image dist-check notices
+.PHONY: test static dist image dist-check notices model-check
 test:
 	bash .ci/deps
 	cargo test --locked
@@ -43,3 +43,8 @@ notices:
 	cargo fetch --locked
 	$(CARGO_ABOUT) generate --frozen --fail -c pkg/notices/about.toml \
 		-o pkg/notices/crates.txt pkg/notices/crates.hbs
+
+# The model check at its full bounds (docs/verification.md): every configuration, each printing
+# its bounds, the states it explored and its time, and the mutants; optimized (profile.model).
+model-check:
+	cargo test --locked --profile model --lib lock::model::explore -- --include-ignored --nocapture --test-threads 2

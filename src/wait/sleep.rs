@@ -13,13 +13,13 @@ pub const AFTER_NOTICE: Duration = Duration::from_millis(20);
 pub const AFTER_NOTICE_LOOKS: u32 = 3;
 
 /// Spin-mode backoff: first ceiling, and cap.
-const SPIN_BASE: Duration = Duration::from_millis(5);
-const SPIN_CAP: Duration = Duration::from_millis(500);
+pub(crate) const SPIN_BASE: Duration = Duration::from_millis(5);
+pub(crate) const SPIN_CAP: Duration = Duration::from_millis(500);
 /// Backoff while Redis fails.
 const ERROR_BASE: Duration = Duration::from_millis(100);
 const ERROR_CAP: Duration = Duration::from_secs(5);
 /// Backoff while the holder's lock has no expiry (not ours to judge): polled slowly.
-const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
+pub(crate) const NO_EXPIRY_CAP: Duration = Duration::from_secs(5);
 
 /// What the last attempt saw that decides the next sleep.
 #[derive(Clone, Copy, Debug)]
@@ -130,7 +130,7 @@ fn jitter(max: Duration) -> Duration {
 
 /// Capped exponential backoff with full jitter: the n-th delay is uniform in
 /// `[0, min(cap, base * 2^n)]`.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Backoff {
     base: Duration,
     cap: Duration,
@@ -161,7 +161,7 @@ impl Backoff {
     }
 
     /// The next delay, drawn by `jitter` below the ceiling.
-    fn next_with(&mut self, jitter: fn(Duration) -> Duration) -> Duration {
+    pub(crate) fn next_with(&mut self, jitter: fn(Duration) -> Duration) -> Duration {
         let ceiling = self.ceiling();
         self.attempt = self.attempt.saturating_add(1);
         jitter(ceiling)

@@ -26,6 +26,7 @@
 mod cjson;
 mod commands;
 mod differential;
+mod explore;
 mod keyspace;
 mod lock;
 mod lua;

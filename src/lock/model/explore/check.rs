@@ -1,0 +1,448 @@
+//! The invariants, checked after every step, and the interesting states a configuration must
+//! reach (see `docs/verification.md`, "The invariants").
+
+use std::collections::BTreeMap;
+
+use super::{Kind, Phase, Req, State, Violation, World};
+use crate::lock::model::{Entry, Keyspace, Resp, Value};
+use crate::lock::protocol::{REFRESH, millis};
+
+/// An interesting state: a run that never reaches one its configuration names fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Sometimes {
+    /// A release or an attempt handed the lock to a waiter.
+    HandOff,
+    /// A lock handed to a waiter expired before it took it up.
+    TakeUpLapsed,
+    /// An acquire whose client had given up on it ran after that client's release.
+    OrphanAfterRelease,
+    /// A waiter whose place lapsed was purged from the line.
+    PurgedWaiter,
+    /// Two scripts ran in the same millisecond.
+    SameMillisecond,
+    /// A lock cooling down after a run expired.
+    CooldownEnded,
+    /// A renewal succeeded.
+    Renewed,
+    Superseded,
+    Replaced,
+    /// A waiter that polls was granted the lock.
+    PollingGrant,
+    /// Two holders at once (a semaphore).
+    TwoHolders,
+}
+
+fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
+    Err(Violation { invariant, detail })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The keys of the lock, alive at `now` (absolute ms), by their suffix ("" for the lock).
+fn view(ks: &Keyspace, now: u64) -> BTreeMap<String, Entry> {
+    ks.iter()
+        .filter(|(_, e)| e.expires_at.is_none_or(|at| now <= at))
+        .map(|(k, e)| {
+            let k = text(k);
+            let suffix = k
+                .split_once('}')
+                .map_or(String::new(), |(_, s)| s.to_owned());
+            (suffix, e.clone())
+        })
+        .collect()
+}
+
+fn string(v: &BTreeMap<String, Entry>, key: &str) -> Option<String> {
+    match v.get(key).map(|e| &e.value) {
+        Some(Value::Str(s)) => Some(text(s)),
+        _ => None,
+    }
+}
+
+fn hash(v: &BTreeMap<String, Entry>, key: &str) -> BTreeMap<String, String> {
+    match v.get(key).map(|e| &e.value) {
+        Some(Value::Hash(fields)) => fields.iter().map(|(k, v)| (text(k), text(v))).collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+fn zset(v: &BTreeMap<String, Entry>, key: &str) -> BTreeMap<String, f64> {
+    match v.get(key).map(|e| &e.value) {
+        Some(Value::ZSet(members)) => members.iter().map(|(s, m)| (text(m), s.0)).collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+fn json_field(json: &str, field: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    value.get(field)?.as_str().map(str::to_owned)
+}
+
+/// The grants in a keyspace: (token, fence) of the mutex holder or of each live slot.
+fn holders(v: &BTreeMap<String, Entry>, now: u64) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    if let Some(token) = string(v, "") {
+        let fence = hash(v, ":owner")
+            .get("fence")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0);
+        out.push((token, fence));
+    }
+    let held = hash(v, ":holders");
+    for (token, score) in zset(v, ":slots") {
+        if score as u64 >= now {
+            let fence = held
+                .get(&token)
+                .and_then(|j| json_field(j, "fence"))
+                .and_then(|f| f.parse().ok())
+                .unwrap_or(0);
+            out.push((token, fence));
+        }
+    }
+    out
+}
+
+/// After a script ran for client `i`: fences, FIFO, expiries, well-formedness, only the
+/// holder changes its own lock, no error.
+pub fn after_exec(
+    world: &mut World,
+    s: &mut State,
+    i: usize,
+    req: Req,
+    before: &Keyspace,
+    reply: &Resp,
+) -> Result<(), Violation> {
+    let now = s.redis.now_ms();
+    let token = s.clients[i].token.clone();
+    if let Resp::Error(e) = reply {
+        return fail(
+            "no script ever errors",
+            format!("{token}'s {:?}: {e}", req.kind),
+        );
+    }
+    let b = view(before, now);
+    let a = view(&s.redis.keyspace, now);
+
+    // Fences: a new grant's fence is above every earlier one; a grant seen again keeps its own.
+    let held_before: Vec<String> = holders(&b, now).into_iter().map(|(t, _)| t).collect();
+    let held_after = holders(&a, now);
+    for (t, fence) in &held_after {
+        if s.grants.contains(&(t.clone(), *fence)) {
+            continue;
+        }
+        if held_before.contains(t) {
+            return fail(
+                "fences strictly increase per grant",
+                format!("{t}'s fence changed to {fence} while it held the lock"),
+            );
+        }
+        if *fence <= s.max_fence {
+            return fail(
+                "fences strictly increase per grant",
+                format!("{t} was granted fence {fence}, not above {}", s.max_fence),
+            );
+        }
+        s.grants.insert((t.clone(), *fence));
+        s.max_fence = *fence;
+    }
+    if let (Kind::Acquire(_), Resp::Array(items)) = (req.kind, reply)
+        && let [Resp::Int(1), Resp::Int(fence), ..] = items.as_slice()
+        && !held_after.contains(&(token.clone(), fence.unsigned_abs()))
+    {
+        return fail(
+            "fences strictly increase per grant",
+            format!("{token} was answered fence {fence}, which is not the one Redis holds for it"),
+        );
+    }
+    if held_after.len() >= 2 {
+        world.reached.insert(Sometimes::TwoHolders);
+    }
+
+    // FIFO: nobody is granted the lock while a live waiter that does not poll and joined
+    // before it stays in line.
+    let queue_before = zset(&b, ":queue");
+    let queue = zset(&a, ":queue");
+    let alive = zset(&a, ":alive");
+    let waiters = hash(&a, ":waiters");
+    for (t, _) in &held_after {
+        if held_before.contains(t) {
+            continue;
+        }
+        if let Some(j) = s.clients.iter().position(|c| &c.token == t)
+            && world.config.clients[j].polls
+        {
+            world.reached.insert(super::Sometimes::PollingGrant);
+        }
+        let ticket = queue_before.get(t).copied().unwrap_or(f64::INFINITY);
+        for (u, &their) in &queue {
+            let polls = waiters
+                .get(u)
+                .and_then(|j| json_field(j, "polls"))
+                .is_some_and(|p| p == "1");
+            if u != t && their < ticket && alive.get(u).is_some_and(|&d| d as u64 >= now) && !polls
+            {
+                return fail(
+                    "FIFO among live waiters",
+                    format!("{t} was granted the lock while {u}, before it in line, waits"),
+                );
+            }
+        }
+    }
+    // A waiter whose place had lapsed left the line.
+    let alive_before = zset(&b, ":alive");
+    for (u, &deadline) in &alive_before {
+        if (deadline as u64) < now && !queue.contains_key(u) {
+            world.reached.insert(Sometimes::PurgedWaiter);
+        }
+    }
+
+    // Expiries: every key but the fence counter (and the protocol marker) expires.
+    for (key, entry) in &a {
+        if entry.expires_at.is_none() && key != ":fence" && key != ":protocol" {
+            return fail(
+                "every key but the fence has a TTL",
+                format!("after {token}'s {:?}, {{k}}{key} has no expiry", req.kind),
+            );
+        }
+    }
+    // Well-formed: the line's three keys agree; a holder is not in line; a mutex and slots
+    // never coexist.
+    let mut members: Vec<_> = queue.keys().collect();
+    let mut in_waiters: Vec<_> = waiters.keys().collect();
+    let mut in_alive: Vec<_> = alive.keys().collect();
+    members.sort();
+    in_waiters.sort();
+    in_alive.sort();
+    if members != in_waiters || members != in_alive {
+        return fail(
+            "the line is well-formed",
+            format!("queue {members:?}, waiters {in_waiters:?}, alive {in_alive:?}"),
+        );
+    }
+    for (t, _) in &held_after {
+        if queue.contains_key(t) {
+            return fail(
+                "the line is well-formed",
+                format!("{t} holds the lock and waits in line"),
+            );
+        }
+    }
+    if a.contains_key("") && !zset(&a, ":slots").is_empty() {
+        return fail(
+            "the line is well-formed",
+            "a mutex and semaphore slots at once".into(),
+        );
+    }
+
+    // No lost hand-off: an acquire or release leaves no free lock with a waiter at the head
+    // of its line that would be handed it (one that does not poll): every script that frees
+    // the lock or finds it free hands it on (common.lua `hand_off`).
+    let head = queue
+        .iter()
+        .min_by(|x, y| x.1.total_cmp(y.1))
+        .map(|(t, _)| t.clone());
+    if matches!(req.kind, Kind::Acquire(_) | Kind::Release { .. })
+        && !a.contains_key("")
+        && zset(&a, ":slots").len() < world.config.limit() as usize
+        && let Some(h) = head
+        && waiters
+            .get(&h)
+            .and_then(|j| json_field(j, "polls"))
+            .is_none_or(|p| p != "1")
+    {
+        return fail(
+            "a free lock is handed to the waiter at the head of its line",
+            format!(
+                "after {token}'s {:?}, the lock is free and {h} heads the line",
+                req.kind
+            ),
+        );
+    }
+
+    // Only a holder changes its own lock: a renewal or release by `token` leaves another
+    // holder's mutex (value and expiry) and live slots as they were.
+    if matches!(req.kind, Kind::Renew | Kind::Release { .. }) {
+        if let Some(other) = string(&b, "")
+            && other != token
+            && (b.get("") != a.get("") || b.get(":owner") != a.get(":owner"))
+        {
+            return fail(
+                "only a holder changes its own lock",
+                format!(
+                    "{token}'s {:?} changed {other}'s lock: {:?} -> {:?}",
+                    req.kind,
+                    b.get(""),
+                    a.get("")
+                ),
+            );
+        }
+        let slots_after = zset(&a, ":slots");
+        for (u, score) in zset(&b, ":slots") {
+            if u != token && score as u64 > now && slots_after.get(&u) != Some(&score) {
+                return fail(
+                    "only a holder changes its own lock",
+                    format!("{token}'s {:?} changed {u}'s slot", req.kind),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Time passed: a handed lock that lapsed (the waiter never took it up), a cool-down that
+/// ended.
+pub fn after_tick(
+    world: &mut World,
+    s: &State,
+    before: &Keyspace,
+    then: u64,
+) -> Result<(), Violation> {
+    let b = view(before, then);
+    let a = view(&s.redis.keyspace, s.redis.now_ms());
+    // A waiter handed the lock, subscribed, live, and whose wake-up cannot be lost takes it up
+    // in the same instant (its wake-up and attempt are urgent): a hand-off that survives a
+    // tick was never announced.
+    if world.config.lost_wakes == 0
+        && let Some(t) = string(&b, "")
+        && hash(&b, ":owner").contains_key("handed")
+        && let Some(c) = s.clients.iter().find(|c| c.token == t)
+        && matches!(c.phase, Phase::Waiting { .. })
+        && c.subscribed
+        && !c.paused
+        && c.losses_left == world.config.losses
+    {
+        return fail(
+            "a woken waiter takes up its hand-off at once",
+            format!("the lock handed to {t} was not taken up in the instant it was handed"),
+        );
+    }
+    if let Some(t) = string(&b, "")
+        && !a.contains_key("")
+    {
+        let owner = hash(&b, ":owner");
+        if owner.contains_key("ended_at") {
+            world.reached.insert(Sometimes::CooldownEnded);
+        }
+        if owner.contains_key("handed") {
+            world.reached.insert(Sometimes::TakeUpLapsed);
+            if let Some(c) = s.clients.iter().find(|c| c.token == t)
+                && matches!(c.phase, Phase::Waiting { .. })
+                && !c.paused
+                && c.losses_left == world.config.losses
+            {
+                return fail(
+                    "a live waiter takes up a hand-off",
+                    format!("the lock handed to {t} expired before it took it up"),
+                );
+            }
+        }
+    }
+    let held = hash(&b, ":holders");
+    let slots_after = zset(&a, ":slots");
+    for (t, score) in zset(&b, ":slots") {
+        if !slots_after.contains_key(&t)
+            && score as u64 >= then
+            && held.get(&t).and_then(|j| json_field(j, "handed")).is_some()
+        {
+            world.reached.insert(Sometimes::TakeUpLapsed);
+        }
+    }
+    Ok(())
+}
+
+/// Checked in every state: at most N holders before their kill deadline, each backed by
+/// Redis until its validity ends, and a free lock with a live notified waiter at the head of
+/// its line is not left so for longer than a refresh.
+pub fn state(world: &World, s: &mut State) -> Result<(), Violation> {
+    let now = s.now();
+    let abs = s.redis.now_ms();
+    let v = view(&s.redis.keyspace, abs);
+    let mut holding = Vec::new();
+    let slots = zset(&v, ":slots");
+    for c in &s.clients {
+        if let Phase::Holding { anchor, ttl, .. } = c.phase {
+            if now < world.kill_at(anchor, ttl) {
+                holding.push(c.token.clone());
+            }
+            let backed = string(&v, "").as_deref() == Some(c.token.as_str())
+                || slots
+                    .get(&c.token)
+                    .is_some_and(|&score| score as u64 >= abs);
+            if now < anchor + ttl && !backed {
+                return fail(
+                    "a holder's belief is backed by Redis until its validity ends",
+                    format!(
+                        "{} believes it holds until {} but Redis does not hold it for it",
+                        c.token,
+                        anchor + ttl
+                    ),
+                );
+            }
+        }
+    }
+    if holding.len() > world.config.limit() as usize {
+        return fail(
+            "at most N holders before their kill deadline",
+            format!("{holding:?} all hold the lock"),
+        );
+    }
+    // No lost wake-up: a free lock whose line is headed by a live, notified waiter.
+    let queue = zset(&v, ":queue");
+    let head = queue
+        .iter()
+        .min_by(|x, y| x.1.total_cmp(y.1))
+        .map(|(t, _)| t.clone());
+    let free = !v.contains_key("") && slots.len() < world.config.limit() as usize;
+    let live_head = head.and_then(|h| {
+        let j = s.clients.iter().position(|c| c.token == h)?;
+        let c = &s.clients[j];
+        (matches!(c.phase, Phase::Waiting { .. })
+            && !c.paused
+            && c.subscribed
+            && !world.config.clients[j].polls)
+            .then_some(h)
+    });
+    if free && let Some(h) = live_head {
+        let since = *s.stuck_since.get_or_insert(now);
+        if now - since > millis(REFRESH) {
+            return fail(
+                "a free lock goes to a live waiter at the head within a refresh",
+                format!("free since {since} with {h} first in line"),
+            );
+        }
+    } else {
+        s.stuck_since = None;
+    }
+    Ok(())
+}
+
+/// A state with nothing left to do: if every client is gone, nothing but the fence counter is
+/// left once the last expiry passed.
+pub fn terminal(_world: &World, s: &State) -> Result<(), Violation> {
+    let all_gone = s
+        .clients
+        .iter()
+        .all(|c| matches!(c.phase, Phase::Done(_)) && c.orphan.is_none());
+    if !all_gone {
+        return Ok(());
+    }
+    let mut ks = s.redis.keyspace.clone();
+    let last = ks.iter().filter_map(|(_, e)| e.expires_at).max();
+    if let Some(last) = last {
+        ks.expire_all(last + 1);
+    }
+    let left: Vec<String> = ks
+        .iter()
+        .map(|(k, _)| text(k))
+        .filter(|k| !k.ends_with(":fence") && !k.ends_with(":protocol"))
+        .collect();
+    if !left.is_empty() {
+        return fail(
+            "nothing but the fence is left once every client is gone",
+            format!("{left:?} stay"),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! The configurations (small bounds in `cargo test`, the full ones `#[ignore]`d and run by
+//! `make model-check`) and the mutants.
+
+use super::*;
+
+/// C1: a mutex, three notified clients, no faults.
+pub fn c1(horizon_ms: u64) -> Config {
+    Config {
+        name: "C1 mutex",
+        clients: vec![
+            ClientSpec::mutex(),
+            ClientSpec::mutex(),
+            ClientSpec {
+                give_up: true,
+                ..ClientSpec::mutex()
+            },
+        ],
+        ttl_ms: 30_000,
+        grace_ms: 5_000,
+        timeout_ms: 2_000,
+        every_ms: 10_000,
+        horizon_ms,
+        losses: 0,
+        crashes: 0,
+        pauses: 0,
+        lost_wakes: 0,
+        max_states: 2_000_000,
+        sometimes: vec![
+            Sometimes::HandOff,
+            Sometimes::SameMillisecond,
+            Sometimes::Renewed,
+        ],
+    }
+}
+
+/// Explore `config`, print its bounds, states and time; fail on a violation (printing its
+/// trace) or on an interesting state not reached.
+pub fn run(config: Config) -> Explored {
+    let bounds = config.bounds();
+    match explore(config.clone(), Vec::new()) {
+        Ok(explored) => {
+            eprintln!(
+                "{}: {bounds}: {} states, {} transitions, depth {}, {:.1?}",
+                config.name,
+                explored.states,
+                explored.transitions,
+                explored.depth,
+                explored.elapsed
+            );
+            let missing: Vec<_> = config
+                .sometimes
+                .iter()
+                .filter(|s| !explored.reached.contains(s))
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{}: vacuous: never reached {missing:?} (reached {:?})",
+                config.name,
+                explored.reached
+            );
+            explored
+        }
+        Err(cx) => panic!("{}", render(config, Vec::new(), &cx)),
+    }
+}
+
+#[test]
+fn c1_small() {
+    run(c1(12_000));
+}
+
+fn with(base: Config, name: &'static str, f: impl FnOnce(&mut Config)) -> Config {
+    let mut config = base;
+    config.name = name;
+    f(&mut config);
+    config
+}
+
+/// Short timing, so that expiries come within a small horizon: `--ttl 6s --grace 0
+/// --redis-timeout 500ms --renew-every 2s` (claim 2122 ms, first renewal after 500 ms); the
+/// protocol's own times (PLACE, REFRESH, TAKEUP) stay as they are.
+pub fn fast(mut config: Config) -> Config {
+    config.ttl_ms = 6_000;
+    config.grace_ms = 0;
+    config.timeout_ms = 500;
+    config.every_ms = 2_000;
+    config
+}
+
+/// A crash among three clients, the third starting at any instant up to 2.5 s (short timing).
+pub fn crash(horizon_ms: u64) -> Config {
+    with(
+        fast(c1(horizon_ms)),
+        "C2 mutex, a crash, a late client",
+        |c| {
+            c.crashes = 1;
+            c.clients[2].start_by = 2_500;
+            c.clients[2].give_up = false;
+            c.sometimes = vec![Sometimes::HandOff, Sometimes::TakeUpLapsed];
+        },
+    )
+}
+
+/// C2: C1 with faults: a lost request or reply per client, a crash, a pause, a lost wake-up.
+pub fn c2(horizon_ms: u64) -> Config {
+    with(c1(horizon_ms), "C2 mutex with faults", |c| {
+        c.losses = 1;
+        c.crashes = 1;
+        c.pauses = 1;
+        c.lost_wakes = 1;
+        c.sometimes = vec![
+            Sometimes::HandOff,
+            Sometimes::TakeUpLapsed,
+            Sometimes::OrphanAfterRelease,
+            Sometimes::PurgedWaiter,
+            Sometimes::SameMillisecond,
+        ];
+    })
+}
+
+/// C3: a semaphore of 2 (`--limit 2`), three clients.
+pub fn c3(horizon_ms: u64) -> Config {
+    with(c1(horizon_ms), "C3 semaphore of 2", |c| {
+        for client in &mut c.clients {
+            client.limit = 2;
+        }
+        c.sometimes = vec![
+            Sometimes::TwoHolders,
+            Sometimes::HandOff,
+            Sometimes::Renewed,
+        ];
+    })
+}
+
+/// C4: waiters that supersede and replace (`--supersede`, `--replace`).
+pub fn c4(horizon_ms: u64) -> Config {
+    with(c1(horizon_ms), "C4 supersede and replace", |c| {
+        c.clients[1].place = Mode::Supersede;
+        c.clients[2].place = Mode::Replace;
+        c.sometimes = vec![
+            Sometimes::Superseded,
+            Sometimes::Replaced,
+            Sometimes::HandOff,
+        ];
+    })
+}
+
+/// C5: a cool-down after a run that succeeded (`--cooldown`, `--min-interval`).
+pub fn c5(horizon_ms: u64) -> Config {
+    with(c1(horizon_ms), "C5 cool-down", |c| {
+        c.clients.truncate(2);
+        for client in &mut c.clients {
+            client.cooldown_ms = Some(1_000);
+            client.min_interval_ms = Some(1_500);
+        }
+        c.sometimes = vec![Sometimes::CooldownEnded, Sometimes::Renewed];
+    })
+}
+
+/// C6: a waiter that polls beside one that is notified.
+pub fn c6(horizon_ms: u64) -> Config {
+    with(c1(horizon_ms), "C6 polling and notified", |c| {
+        c.clients[2].polls = true;
+        c.sometimes = vec![Sometimes::PollingGrant, Sometimes::HandOff];
+    })
+}
+
+/// C2 with two clients, for `cargo test` and the mutants.
+pub fn c2_two(horizon_ms: u64) -> Config {
+    with(
+        fast(c2(horizon_ms)),
+        "C2 mutex with faults, 2 clients",
+        |c| {
+            c.clients.truncate(2);
+            c.sometimes = vec![
+                Sometimes::HandOff,
+                Sometimes::OrphanAfterRelease,
+                Sometimes::SameMillisecond,
+            ];
+        },
+    )
+}
+
+#[test]
+fn c2_small() {
+    // No pause here (the full bound has one): it multiplies the states by about three.
+    run(with(
+        c2_two(800),
+        "C2 mutex with faults, 2 clients, no pause",
+        |c| {
+            c.pauses = 0;
+        },
+    ));
+}
+
+#[test]
+fn crash_small() {
+    run(crash(3_200));
+}
+
+#[test]
+fn c3_small() {
+    run(c3(12_000));
+}
+
+#[test]
+fn c4_small() {
+    run(c4(12_000));
+}
+
+#[test]
+fn c5_small() {
+    run(c5(12_000));
+}
+
+#[test]
+fn c6_small() {
+    run(c6(12_000));
+}
+
+/// A plausible bug in a script, the configuration that should catch it, and the invariant
+/// that should break (`None`: a harmless change, which must survive).
+pub struct Mutant {
+    pub id: &'static str,
+    pub what: &'static str,
+    pub old: &'static str,
+    pub new: &'static str,
+    pub config: fn() -> Config,
+    pub killed_by: Option<&'static str>,
+}
+
+/// The mutants of the scripts (see `docs/verification.md`, "Mutants").
+pub fn mutants() -> Vec<Mutant> {
+    vec![
+        Mutant {
+            id: "M1",
+            what: "renew without the token check",
+            old: "if redis.call('GET', LOCK) == token then\n    if ttl == '0' then",
+            new: "if redis.call('EXISTS', LOCK) == 1 then\n    if ttl == '0' then",
+            config: || c2_two(1_200),
+            killed_by: Some("only a holder changes its own lock"),
+        },
+        Mutant {
+            id: "M2",
+            what: "release without the token check",
+            old: "  if redis.call('GET', LOCK) == token then\n    h_released(token)",
+            new: "  if redis.call('EXISTS', LOCK) == 1 then\n    h_released(token)",
+            config: || c1(12_000),
+            killed_by: Some("only a holder changes its own lock"),
+        },
+        Mutant {
+            id: "M3",
+            what: "a grant that repeats the last fence",
+            old: "local fence = next_number()\n  redis.call('SET', LOCK, token, 'PX', ms)",
+            new: "local fence = tonumber(redis.call('GET', FENCE) or '0')\n  \
+                  redis.call('SET', LOCK, token, 'PX', ms)",
+            config: || c1(12_000),
+            killed_by: Some("fences strictly increase per grant"),
+        },
+        Mutant {
+            id: "M4",
+            what: "a `try` that passes the line",
+            old: "if ahead_of(position, waiting, polls) == 0 then",
+            new: "if true then",
+            config: || crash(4_000),
+            killed_by: Some("FIFO among live waiters"),
+        },
+        Mutant {
+            id: "M5",
+            what: "no wake-up on hand-off",
+            old: "    wake(head, 'granted')\n",
+            new: "",
+            config: || c1(12_000),
+            killed_by: Some("a woken waiter takes up its hand-off at once"),
+        },
+        Mutant {
+            id: "M6",
+            what: "a take-up that does not extend the lock to the claim",
+            old: "    redis.call('PEXPIRE', LOCK, claim)\n    redis.call('PEXPIRE', OWNER, claim)",
+            new: "    redis.call('PEXPIRE', OWNER, claim)",
+            config: || {
+                with(c2(4_000), "C2 mutex with faults, 2 clients", |c| {
+                    c.clients.truncate(2);
+                })
+            },
+            killed_by: Some("a holder's belief is backed by Redis until its validity ends"),
+        },
+        Mutant {
+            id: "M7",
+            what: "an attempt that lowers its own lock's expiry to the claim",
+            old: "if redis.call('PTTL', key) < ms then",
+            new: "if true then",
+            config: || c2_two(3_000),
+            killed_by: Some("a holder's belief is backed by Redis until its validity ends"),
+        },
+        Mutant {
+            id: "M8",
+            what: "a join that leaves the line's keys without an expiry",
+            old: "expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})\nreturn {",
+            new: "return {",
+            config: || c1(12_000),
+            killed_by: Some("every key but the fence has a TTL"),
+        },
+        Mutant {
+            id: "M9",
+            what: "a semaphore that grants one slot too many",
+            old: "local free = limit - redis.call('ZCARD', SLOTS)",
+            new: "local free = limit + 1 - redis.call('ZCARD', SLOTS)",
+            config: || c3(12_000),
+            killed_by: Some("at most N holders before their kill deadline"),
+        },
+        Mutant {
+            id: "M10",
+            what: "a superseder that also cancels itself (off by one)",
+            old: "'(' .. int(ticket)",
+            new: "int(ticket)",
+            config: || c4(12_000),
+            killed_by: Some("no script ever errors"),
+        },
+        Mutant {
+            id: "M11",
+            what: "a release that does not hand the lock on",
+            old: "  hand_off()\n  return 1\nend",
+            new: "  return 1\nend",
+            config: || c1(12_000),
+            killed_by: Some("a free lock is handed to the waiter at the head of its line"),
+        },
+        Mutant {
+            id: "M12",
+            what: "a grant that leaves its waiter in line",
+            old: "  leave_queue(token)\n  return fence\nend",
+            new: "  return fence\nend",
+            config: || c1(12_000),
+            killed_by: Some("the line is well-formed"),
+        },
+        Mutant {
+            id: "E1",
+            what: "a renewal that extends an expired, not yet purged slot (harmless)",
+            old: "if slot and tonumber(slot) > NOW then",
+            new: "if slot then",
+            config: || c3(12_000),
+            killed_by: None,
+        },
+    ]
+}
+
+/// Run one mutant: killed by the expected invariant (with a printed trace that replays), or,
+/// for a harmless change, no violation.
+pub fn check_mutant(m: &Mutant) -> Result<String, String> {
+    let config = (m.config)();
+    let patches = vec![Patch::new(m.old, m.new)];
+    let result = explore(config.clone(), patches.clone());
+    match (result, m.killed_by) {
+        (Err(cx), Some(expected)) => {
+            let trace = render(config.clone(), patches.clone(), &cx);
+            if cx.violation.invariant != expected {
+                return Err(format!(
+                    "{} ({}) was killed by {:?}, expected {expected:?}:\n{trace}",
+                    m.id, m.what, cx.violation.invariant
+                ));
+            }
+            let replayed = replay(config, patches, &cx.trace);
+            match replayed {
+                Err(v) if v.invariant == expected => Ok(format!(
+                    "{} ({}) killed in {} steps by {expected:?}:\n{trace}",
+                    m.id,
+                    m.what,
+                    cx.trace.len()
+                )),
+                _ => Err(format!("{}: the trace does not replay:\n{trace}", m.id)),
+            }
+        }
+        (Ok(explored), Some(expected)) => Err(format!(
+            "{} ({}) survived ({} states); expected {expected:?}",
+            m.id, m.what, explored.states
+        )),
+        (Ok(explored), None) => Ok(format!(
+            "{} ({}) survives, as it should ({} states)",
+            m.id, m.what, explored.states
+        )),
+        (Err(cx), None) => Err(format!(
+            "{} ({}) is harmless but was killed:\n{}",
+            m.id,
+            m.what,
+            render(config, patches, &cx)
+        )),
+    }
+}
+
+#[test]
+fn every_mutant_is_killed_and_the_harmless_change_survives() {
+    let mut failures = Vec::new();
+    for m in mutants() {
+        match check_mutant(&m) {
+            Ok(report) => eprintln!("{report}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// The full bounds (`make model-check`, an optimized build): ignored by a plain `cargo test`.
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c1_full() {
+    run(c1(45_000));
+}
+
+// C2 with three clients and faults is left out of the full bounds: with one lost request or
+// reply per client it does not finish within 4 minutes even over 1 s of model time (the state
+// space needs symmetry or partial-order reduction first). Three clients with a crash run in
+// `crash_full`, every fault with two clients in `c2_two_full`.
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c2_two_full() {
+    run(with(
+        c2_two(6_000),
+        "C2 mutex with faults, 2 clients",
+        |c| {
+            c.sometimes.push(Sometimes::TakeUpLapsed);
+        },
+    ));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn crash_full() {
+    run(with(
+        crash(8_000),
+        "C2 mutex, a crash, a late client",
+        |c| {
+            // Holds long enough (three renewals) for a crashed waiter's place to lapse behind it.
+            for client in &mut c.clients {
+                client.renewals = 3;
+            }
+            c.sometimes.push(Sometimes::PurgedWaiter);
+        },
+    ));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c3_full() {
+    run(c3(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c4_full() {
+    run(c4(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c5_full() {
+    run(c5(45_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c6_full() {
+    run(c6(45_000));
+}
+
+/// `DISTLOCK_MUTANT=M4 cargo test --lib explore::tests::one_mutant -- --ignored --nocapture`:
+/// one mutant of the table, its shortest counterexample printed step by step; or
+/// `DISTLOCK_MUTANT='old text=>new text'` (with `DISTLOCK_MUTANT_CONFIG=c1`..`c6`), a patch
+/// of your own, without a rebuild.
+#[test]
+#[ignore = "run on demand with DISTLOCK_MUTANT"]
+fn one_mutant() {
+    let Ok(wanted) = std::env::var("DISTLOCK_MUTANT") else {
+        eprintln!("DISTLOCK_MUTANT is not set: nothing to do");
+        return;
+    };
+    if let Some((old, new)) = wanted.split_once("=>") {
+        let config = match std::env::var("DISTLOCK_MUTANT_CONFIG").as_deref() {
+            Ok("c2") => c2_two(1_200),
+            Ok("c3") => c3(12_000),
+            Ok("c4") => c4(12_000),
+            Ok("c5") => c5(12_000),
+            Ok("c6") => c6(12_000),
+            _ => c1(12_000),
+        };
+        let patches = vec![Patch::new(old, new)];
+        match explore(config.clone(), patches.clone()) {
+            Ok(explored) => eprintln!("survived ({} states)", explored.states),
+            Err(cx) => eprintln!("{}", render(config, patches, &cx)),
+        }
+        return;
+    }
+    let m = mutants()
+        .into_iter()
+        .find(|m| m.id == wanted)
+        .unwrap_or_else(|| panic!("no mutant {wanted}"));
+    match check_mutant(&m) {
+        Ok(report) => eprintln!("{report}"),
+        Err(e) => panic!("{e}"),
+    }
+}
