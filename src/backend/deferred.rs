@@ -18,7 +18,19 @@ pub(crate) struct Deferred {
 impl Deferred {
     /// Block every signal that can be blocked and is not a synchronous fault.
     pub(crate) fn new() -> Self {
+        Self::except(&[])
+    }
+
+    /// As [`Deferred::new`], leaving `open` as they were: for a read that one of them may cut
+    /// short on purpose (a wait on a doorbell that a termination signal must end at once: it
+    /// then fails with EINTR, and the caller drops the connection).
+    pub(crate) fn except(open: &[i32]) -> Self {
         let mut set = SigSet::all();
+        for signal in open {
+            if let Ok(signal) = Signal::try_from(*signal) {
+                set.remove(signal);
+            }
+        }
         for fault in [
             Signal::SIGSEGV,
             Signal::SIGBUS,

@@ -29,7 +29,7 @@ pub use budget::{Budget, Cancel};
 pub use connector::Connector;
 pub use endpoint::{Endpoint, password_in};
 pub use error::{BackendError, Newer, NoQuorum, Unreplicated};
-pub use node::{MAX_REDIRECTS, Node, Sent};
+pub use node::{MAX_REDIRECTS, Node, Rang, Sent, WAIT_ENDERS};
 pub use route::{TlsFiles, slot};
 pub use script::{Reply, Script};
 pub use servers::{DataNodes, FORMS, SentinelServers, Servers};

@@ -11,7 +11,7 @@ use redis::Connection;
 
 use super::deferred::Deferred;
 use super::route::{self, Addr, Route, Server};
-use super::{BackendError, Connector, Reply, Script, probe};
+use super::{BackendError, Cancel, Connector, Reply, Script, probe};
 
 /// What a worker thread learns about the call it runs, for a caller that stopped waiting.
 #[derive(Debug, Default)]
@@ -54,6 +54,27 @@ pub struct Sent {
     limit: Duration,
 }
 
+/// What [`Node::ring`] got back.
+#[derive(Debug)]
+pub struct Rang {
+    /// Whether the doorbell rang (`false`: the wait timed out), or the server's refusal (a
+    /// redirection on a Cluster, a failover, an ACL without `+blpop`).
+    pub bell: Result<bool, BackendError>,
+    /// The reply of the script sent behind the wait, if one was.
+    pub script: Option<Result<Vec<Reply>, BackendError>>,
+}
+
+/// The signals that end a wait for a lock (`signals::FORWARDED`, which a test holds this to):
+/// let through during a wait on a doorbell ([`Node::ring`]).
+pub const WAIT_ENDERS: [i32; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
 /// At most this many parked connections are kept (the oldest is closed first).
 const MAX_PARKED: usize = 4;
 /// At most this many MOVED and ASK redirections are followed for one request.
@@ -83,17 +104,20 @@ impl Node {
     /// to the primary the sentinels name (after a failover, the old primary may accept writes
     /// for a while that are then lost); if not, the next request goes to the new one. A cost of
     /// one sentinel round trip, taken from `deadline`'s time.
-    pub fn recheck(&mut self, deadline: Instant) {
+    /// Returns whether the primary moved (the next request goes to the new one).
+    pub fn recheck(&mut self, deadline: Instant) -> bool {
         let (Route::Sentinel(sentinel), Some(server)) = (&*self.connector.route, &self.server)
         else {
-            return;
+            return false;
         };
         if self.conn.is_some() {
             let budget = deadline.saturating_duration_since(Instant::now()) / 2;
             if sentinel.moved_from(server, Instant::now() + budget, self.connector.timeout) {
                 self.conn = None;
+                return true;
             }
         }
+        false
     }
 
     /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.
@@ -269,6 +293,111 @@ impl Node {
             redis::Value::Array(items) => Ok(items.into_iter().map(Reply::from).collect()),
             other => Err(BackendError::Reply(format!("a script returned {other:?}"))),
         }
+    }
+
+    /// Wait up to `block` for an element on the list `bell` (`BLPOP`), and with `then`, run
+    /// that script (EVALSHA) right behind it, sent in the same write: Redis reads nothing more
+    /// from a blocked connection, so the script runs the moment the pop is served or its time
+    /// is up, and both replies come back together. Ends by `deadline` (at most `block` plus
+    /// one timeout).
+    ///
+    /// The signals in [`WAIT_ENDERS`] are let through during the read: one cuts it short
+    /// (EINTR), the connection is dropped (a blocked client that goes away has its queued
+    /// request dropped unrun by Redis, unless the pop was served already and it ran), and the
+    /// result is `Interrupted { sent: true }`; `cancel` (raised by their handler) is checked
+    /// once they are let through. Every other signal waits for the end of the read.
+    pub fn ring(
+        &mut self,
+        bell: &str,
+        block: Duration,
+        then: Option<(&Script, &[&str], &[&[u8]])>,
+        cancel: Option<&Cancel>,
+        deadline: Instant,
+    ) -> Result<Rang, BackendError> {
+        let mut packed = redis::cmd("BLPOP")
+            .arg(bell)
+            .arg(format!("{:.3}", block.as_secs_f64()))
+            .get_packed_command();
+        if let Some((script, keys, args)) = then {
+            packed.extend(script.evalsha(keys, args).get_packed_command());
+        }
+        {
+            let _deferred = Deferred::new();
+            let limit = self.ready(deadline)?;
+            let conn = self.conn(deadline)?;
+            let result = conn.send_packed_command(&packed);
+            self.finish(result, limit, deadline)?;
+        }
+        let _open = Deferred::except(&WAIT_ENDERS);
+        let interrupted = |node: &mut Node| {
+            node.conn = None;
+            Err(BackendError::Interrupted { sent: true })
+        };
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return interrupted(self);
+        }
+        let limit = (block + self.connector.timeout)
+            .min(deadline.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(BackendError::Lost("the connection was closed".into()));
+        };
+        let result = conn
+            .set_read_timeout(Some(limit))
+            .and_then(|()| conn.recv_response());
+        if result.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
+            return interrupted(self);
+        }
+        let bell = match self.finish(result, limit, deadline) {
+            Ok(redis::Value::Nil) => Ok(false),
+            Ok(redis::Value::ServerError(e)) => Err(BackendError::from_command(e.into(), limit)),
+            Ok(_) => Ok(true),
+            Err(e @ BackendError::Server { .. }) => Err(e),
+            Err(e) => return Err(e),
+        };
+        let Some((script, keys, args)) = then else {
+            return Ok(Rang { bell, script: None });
+        };
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(BackendError::Lost("the connection was closed".into()));
+        };
+        let result = conn.recv_response().and_then(redis::Value::extract_error);
+        if result.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
+            return interrupted(self);
+        }
+        let result = match result {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                script.invoke::<redis::Value>(conn, keys, args)
+            }
+            other => other,
+        };
+        let script = self
+            .finish(result, limit, deadline)
+            .and_then(|value| match value {
+                redis::Value::Array(items) => Ok(items.into_iter().map(Reply::from).collect()),
+                other => Err(BackendError::Reply(format!("a script returned {other:?}"))),
+            });
+        // A slot that moved, a demoted primary (which unblocks its clients with UNBLOCKED and
+        // closes), a shard without a primary: the next request finds the server again.
+        if let Err(BackendError::Server { code, detail }) = &bell {
+            match code.as_str() {
+                "MOVED" => {
+                    if let Some((slot, addr)) = route::redirect(detail) {
+                        self.connector.moved(slot, addr)?;
+                    }
+                    self.conn = None;
+                }
+                "UNBLOCKED" | "READONLY" | "MASTERDOWN" | "CLUSTERDOWN" => {
+                    self.connector.failed();
+                    self.conn = None;
+                }
+                _ => {}
+            }
+        }
+        Ok(Rang {
+            bell,
+            script: Some(script),
+        })
     }
 
     /// How many replicas have every write made on this connection so far, waiting up to

@@ -184,6 +184,23 @@ impl Worker {
         self.call_threaded(budget, job)
     }
 
+    /// Run `job`, which waits on the server on purpose (a doorbell: [`Node::ring`]), inline
+    /// without a leash (it answers to the budget's cancel flag itself), or on the thread if
+    /// this worker has moved to one.
+    pub fn call_blocking<T, F>(&mut self, budget: &Budget, job: F) -> Result<T, BackendError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Node, Instant) -> Result<T, BackendError> + Send + 'static,
+    {
+        if budget.is_cancelled() {
+            return Err(BackendError::Interrupted { sent: false });
+        }
+        match &mut self.mode {
+            Mode::Inline(node) => job(node, budget.deadline),
+            Mode::Thread(_) => self.call_threaded(budget, job),
+        }
+    }
+
     fn call_threaded<T, F>(&mut self, budget: &Budget, job: F) -> Result<T, BackendError>
     where
         T: Send + 'static,

@@ -173,6 +173,11 @@ pub enum Queueing {
     Supersede,
     /// As `Supersede`, and ask the mutex holder to stop its command and release (`--replace`).
     Replace,
+    /// Keep our place and take up our turn, never more: no new place, and no grant to a token
+    /// without one ([`Answer::NoPlace`]). A waiter's attempts after the one that joined, so
+    /// that an attempt still queued on a connection the waiter dropped (behind a blocking wait
+    /// on its doorbell, [`Lock::await_turn`]) cannot put it back in line or take the lock.
+    Refresh,
 }
 
 /// How long a mutex stays taken after a run that succeeded (`--min-interval`, `--cooldown`):
@@ -207,6 +212,9 @@ pub struct Request<'a> {
     pub polls: bool,
     /// How long the lock stays taken after a run that succeeded.
     pub after: AfterRun,
+    /// The waiter waits on its doorbell ([`Lock::await_turn`]): its turn is pushed there, not
+    /// published.
+    pub doorbell: bool,
 }
 
 /// Who holds a busy lock, as an attempt sees it.
@@ -272,6 +280,23 @@ pub enum Answer {
     /// The key is used in another way than this attempt's (a mutex and a semaphore, or
     /// semaphores of different limits): refused, whatever the wait.
     Conflict(Conflict),
+    /// A [`Queueing::Refresh`] attempt found no place of ours to keep (it lapsed, or a
+    /// failover lost it): join again.
+    NoPlace,
+}
+
+/// How a wait on the doorbell ([`Lock::await_turn`]) ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// What the attempt sent with the wait found: granted when our turn came (taken up in the
+    /// same breath), queued when the wait timed out, ...
+    pub answer: Answer,
+    /// The server waited on the doorbell. False when it answered at once (a Cluster slot on
+    /// the move, a failover): pause before waiting again.
+    pub waited: bool,
+    /// The server refused the doorbell (an ACL user without `+blpop`): wait for release
+    /// notifications from now on.
+    pub refused: bool,
 }
 
 /// How a key is used, when an attempt wanted another use.
@@ -437,6 +462,25 @@ pub trait Lock: Send {
     /// [`Queueing::Join`] means something; a lock that does not answers every attempt with
     /// `Busy`, and its waiters are woken by every release.
     fn queues(&self) -> bool;
+
+    /// Whether this lock has a doorbell per waiter ([`Lock::await_turn`]).
+    fn has_doorbell(&self) -> bool {
+        false
+    }
+
+    /// Wait in line for up to `block` on our doorbell, on the one connection of our attempts,
+    /// and attempt again (`request.queueing` should be [`Queueing::Refresh`]) the moment it
+    /// rings or the time is up: the turn and its take-up come back together. Only for a lock
+    /// with [`Lock::has_doorbell`]; the others refuse it.
+    fn await_turn(
+        &mut self,
+        request: &Request<'_>,
+        block: Duration,
+        budget: &Budget,
+    ) -> Result<Turn, BackendError> {
+        let _ = (request, block, budget);
+        Err(BackendError::Mismatch("this lock has no doorbell".into()))
+    }
 
     /// Try once to take the lock for `request.token` with the claim as its expiry. A lost reply
     /// is an error whose [`BackendError::maybe_applied`] is true: the lock may now be ours, so

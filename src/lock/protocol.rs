@@ -77,6 +77,7 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
         Queueing::Join => b"join",
         Queueing::Supersede => b"supersede",
         Queueing::Replace => b"replace",
+        Queueing::Refresh => b"refresh",
     };
     let mut args: Vec<Vec<u8>> = vec![
         request.token.as_str().into(),
@@ -102,6 +103,9 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
     if request.polls {
         args.push(b"polls".to_vec());
         args.push(b"1".to_vec());
+    } else if request.doorbell {
+        args.push(b"wake".to_vec());
+        args.push(b"list".to_vec());
     }
     for (name, value) in request.holder.to_fields() {
         args.push(name.as_bytes().to_vec());
@@ -263,6 +267,7 @@ pub fn decode_answer(
                 _ => Err(unexpected("acquire", reply)),
             }
         }
+        [Reply::Int(5)] => Ok(Answer::NoPlace),
         [Reply::Int(3), Reply::Array(meta)] => {
             Ok(Answer::Superseded(Holder::from_fields(&fields(meta)).0))
         }

@@ -14,10 +14,11 @@ use super::protocol::{
 };
 use super::{
     Answer, Extended, Lock, LockName, LockState, Ownership, Queueing, Request, Residue, Token,
-    Validity,
+    Turn, Validity,
 };
 use crate::backend::{
-    BackendError, Budget, Connector, Notice, Reply, Script, Subscription, Unreplicated, Worker,
+    BackendError, Budget, Connector, Notice, Rang, Reply, Script, Subscription, Unreplicated,
+    Worker,
 };
 use crate::clock::Moment;
 use crate::lock::holder::Holder;
@@ -195,6 +196,71 @@ impl SingleNode {
             Some(other) => Ok((behind, Some(ownership(&other?)?))),
         }
     }
+
+    /// What an attempt's answer means here: a grant is what this connection holds from now on
+    /// and, with `--replicas`, only counts once the replicas have it.
+    fn granted(
+        &mut self,
+        answer: Answer,
+        request: &Request<'_>,
+        budget: &Budget,
+    ) -> Result<Answer, BackendError> {
+        if let Answer::Granted { .. } = answer {
+            self.held = Some(if request.limit > 1 {
+                Held::Slot
+            } else {
+                Held::Mutex
+            });
+        }
+        if let (Answer::Granted { .. }, Some((wanted, within))) =
+            (&answer, self.worker.connector().replicas())
+        {
+            if let Err(e) = self.confirm_replicated(wanted, within, budget) {
+                // A grant the replicas do not have could be handed to someone else by a
+                // failover: give it back rather than run on it.
+                let timeout = self.worker.connector().timeout();
+                let _ = self.release(request.token, &Budget::within(timeout));
+                return Err(e);
+            }
+        }
+        Ok(answer)
+    }
+
+    /// Wait on our doorbell with the take-up behind it (see [`Lock::await_turn`]), and decode.
+    fn ring(
+        &mut self,
+        request: &Request<'_>,
+        block: Duration,
+        behind: bool,
+        budget: &Budget,
+    ) -> Result<(Rang, Moment), BackendError> {
+        let keys = self.name.keys();
+        let args = acquire_args(request, Queueing::Refresh);
+        let bell = self.name.wake_channel(request.token.as_str());
+        let cancel = budget.cancel.clone();
+        let anchor = Moment::now();
+        let rang = self.worker.call_blocking(budget, move |node, deadline| {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            // Behind Sentinel, as before every acquire (see eval_keys): a wait is no hurry.
+            node.recheck(deadline);
+            let then = behind.then_some((&ACQUIRE, keys.as_slice(), args.as_slice()));
+            node.ring(&bell, block, then, cancel.as_ref(), deadline)
+        });
+        if let Err(BackendError::Lost(_)) = &rang {
+            self.uncovered = true;
+        }
+        Ok((rang?, anchor))
+    }
+}
+
+/// The doorbell's answers that mean "ask again where the lock is now" (a Cluster slot on the
+/// move, a failover), not "no doorbell here".
+fn moving(e: &BackendError) -> bool {
+    matches!(e, BackendError::Server { code, .. } if matches!(
+        code.as_str(),
+        "MOVED" | "ASK" | "TRYAGAIN" | "UNBLOCKED" | "READONLY" | "MASTERDOWN" | "CLUSTERDOWN" | "LOADING"
+    ))
 }
 
 impl Lock for SingleNode {
@@ -248,25 +314,89 @@ impl Lock for SingleNode {
             other => other?,
         };
         let answer = decode_answer(&reply, anchor, request.claim)?;
-        if let Answer::Granted { .. } = answer {
-            self.held = Some(if request.limit > 1 {
-                Held::Slot
-            } else {
-                Held::Mutex
-            });
-        }
-        if let (Answer::Granted { .. }, Some((wanted, within))) =
-            (&answer, self.worker.connector().replicas())
-        {
-            if let Err(e) = self.confirm_replicated(wanted, within, budget) {
-                // A grant the replicas do not have could be handed to someone else by a
-                // failover: give it back rather than run on it.
-                let timeout = self.worker.connector().timeout();
-                let _ = self.release(request.token, &Budget::within(timeout));
-                return Err(e);
+        self.granted(answer, request, budget)
+    }
+
+    fn has_doorbell(&self) -> bool {
+        true
+    }
+
+    fn await_turn(
+        &mut self,
+        request: &Request<'_>,
+        block: Duration,
+        budget: &Budget,
+    ) -> Result<Turn, BackendError> {
+        // The take-up rides behind the wait, and may run as late as `block` after the send
+        // time that anchors its validity: it asks for the claim plus `block`. Only under the
+        // TTL (a claim never exceeds it); otherwise it is sent after the wait, with the claim.
+        let plain = Request {
+            queueing: Queueing::Refresh,
+            doorbell: true,
+            ..request.clone()
+        };
+        let longer = Request {
+            claim: plain.claim + block,
+            ..plain.clone()
+        };
+        let behind = longer.claim <= plain.ttl;
+        let (rang, anchor) =
+            self.ring(if behind { &longer } else { &plain }, block, behind, budget)?;
+        let Rang { bell, script } = rang;
+        let waited = match &bell {
+            Ok(_) => true,
+            Err(e) if moving(e) => false,
+            // Refused (an ACL user without +blpop, a proxy without blocking commands): the
+            // attempt behind it ran all the same.
+            Err(_) => {
+                let answer = match script {
+                    Some(reply) => decode_answer(&reply?, anchor, longer.claim)?,
+                    None => self.try_acquire(&plain, budget)?,
+                };
+                return Ok(Turn {
+                    answer: self.granted(answer, &longer, budget)?,
+                    waited: false,
+                    refused: true,
+                });
             }
-        }
-        Ok(answer)
+        };
+        let answer = match script {
+            Some(Ok(reply)) if waited => decode_answer(&reply, anchor, longer.claim)?,
+            Some(Err(e)) if waited => return Err(e),
+            // A redirection or a failover answered the wait: so did the attempt behind it (it
+            // never ran, or on a server that is not the lock's any more); attempt where the lock
+            // is now, as every attempt does (following MOVED and ASK, waiting out TRYAGAIN).
+            Some(_) | None => {
+                return Ok(Turn {
+                    answer: self.try_acquire(&plain, budget)?,
+                    waited,
+                    refused: false,
+                });
+            }
+        };
+        // Behind Sentinel, a turn that came during the wait may have come from a primary that
+        // a failover demoted meanwhile: it counts only if the sentinels still name it.
+        let answer = if let Answer::Granted { .. } = answer {
+            let moved = self
+                .worker
+                .call(budget, true, |node, deadline| Ok(node.recheck(deadline)))
+                .unwrap_or(false);
+            if moved {
+                return Ok(Turn {
+                    answer: self.try_acquire(&plain, budget)?,
+                    waited,
+                    refused: false,
+                });
+            }
+            self.granted(answer, &longer, budget)?
+        } else {
+            answer
+        };
+        Ok(Turn {
+            answer,
+            waited,
+            refused: false,
+        })
     }
 
     fn give_up(&mut self, token: &Token, claim: Duration, budget: &Budget) -> Residue {

@@ -53,6 +53,7 @@ pub fn take(
             },
             polls: false,
             after: cfg.after,
+            doorbell: false,
         },
         policy: cfg.wait,
         timeout: cfg.topology.timeout(),

@@ -50,6 +50,7 @@ fn waiter_with(
                 queueing,
                 polls: false,
                 after: crate::lock::AfterRun::default(),
+                doorbell: false,
             },
             policy: WaitPolicy { limit: wait, mode },
             timeout: Duration::from_millis(100),

@@ -1,6 +1,8 @@
-//! One waiter, in small steps: [`Waiter::attempt`] (one request), [`Waiter::subscribe`] (to
-//! release notifications), the next sleep ([`super::sleep::next_sleep`]) and the sleep itself,
-//! tied together by [`Waiter::run`]. The rules they keep are in [`super`].
+//! One waiter, in small steps: [`Waiter::attempt`] (one request), [`Waiter::ring`] (a wait on
+//! the doorbell with the next attempt behind it), [`Waiter::subscribe`] (to release
+//! notifications, where there is no doorbell), the next sleep ([`super::sleep::next_sleep`])
+//! and the sleep itself, tied together by [`Waiter::run`]. The rules they keep are in
+//! [`super`].
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +11,9 @@ use super::sleep::{AFTER_NOTICE_LOOKS, Seen, Sleeps};
 use super::{Unanswered, Wait, WaitMode};
 use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::events::{Event, Events, Sender};
-use crate::lock::{Answer, Conflict, Holder, Holders, Lock, Queueing, Request, Token, Validity};
+use crate::lock::{
+    Answer, Conflict, Holder, Holders, Lock, Queueing, Request, Token, Turn, Validity,
+};
 use crate::output::{Ev, Output};
 use crate::signals;
 
@@ -53,6 +57,12 @@ struct Progress {
     /// Redis has answered at least once.
     answered: bool,
     attempts: u32,
+    /// Wait on the doorbell (one connection, the take-up behind each wait): a lock that has
+    /// one, in notify mode, until the server refuses it.
+    doorbell: bool,
+    /// The last wait on the doorbell was answered at once (a slot on the move, a failover):
+    /// pause before the next.
+    pause: bool,
 }
 
 /// What one attempt found.
@@ -63,7 +73,16 @@ enum Attempted {
     Failed(BackendError),
     /// The lock is busy: its holders, our place in line and how soon to refresh it.
     Busy(Holders, Option<u32>, Option<Duration>),
+    /// Our place in line was gone: attempt again at once (joining again).
+    Again,
 }
+
+/// A wait on the doorbell shorter than this is a plain pause, then an attempt (`BLPOP 0` would
+/// wait for ever).
+const MIN_BLOCK: Duration = Duration::from_millis(10);
+/// The pause after a wait on the doorbell that the server answered at once (see
+/// [`Progress::pause`]).
+const MOVING_PAUSE: Duration = Duration::from_millis(250);
 
 /// How a subscription to release notifications went.
 enum Subscribed {
@@ -97,31 +116,89 @@ impl Waiter<'_> {
             Queueing::Replace => Queueing::Replace,
             _ => Queueing::Join,
         };
+        let doorbell = in_line && policy.mode == WaitMode::Notify && self.lock.has_doorbell();
         let mut st = Progress {
-            // The first attempt takes no place in line (and needs no subscription).
-            queueing: Queueing::Try,
+            // The first attempt takes no place in line (and needs no subscription), except on
+            // a doorbell: the turn waits there as data, so there is no wake-up to lose by
+            // joining first.
+            queueing: if doorbell { place } else { Queueing::Try },
             subscription: None,
             mode: policy.mode,
             sleeps: Sleeps::default(),
             failing: None,
             answered: false,
             attempts: 0,
+            doorbell,
+            pause: false,
         };
+        let mut ring: Option<Duration> = None;
         loop {
             if let Some(signal) = signals::take_termination(rx) {
                 return Ended::Interrupted(signal);
             }
-            let (holders, position, refresh_in) = match self.attempt(&mut st, rx) {
+            let attempted = match ring.take() {
+                Some(block) => self.ring(&mut st, block, rx),
+                None => self.attempt(&mut st, rx),
+            };
+            let (holders, position, refresh_in) = match attempted {
                 Attempted::Over(ended) => return ended,
                 Attempted::Failed(e) => match self.after_failure(e, &mut st, once, wait_end, rx) {
                     Some(ended) => return ended,
                     None => continue,
                 },
+                Attempted::Again => {
+                    st.queueing = place;
+                    continue;
+                }
                 Attempted::Busy(holders, position, refresh_in) => (holders, position, refresh_in),
             };
             st.sleeps.answered();
             if once {
                 return Ended::Busy(Some(holders));
+            }
+            if st.doorbell && refresh_in.is_some() {
+                // In line: wait on the doorbell until the next look is due (the same schedule
+                // as a sleep), the next attempt sent behind the wait.
+                st.queueing = Queueing::Refresh;
+                self.show_busy(&holders, position);
+                let sleep = st.sleeps.after_busy(&Seen {
+                    mode: st.mode,
+                    ttl: holders.first.ttl,
+                    refresh_in,
+                    position,
+                    after_notice: false,
+                });
+                self.last_held = Some(holders);
+                let now = Instant::now();
+                if wait_end.is_some_and(|end| now >= end) {
+                    return Ended::Busy(self.last_held.take());
+                }
+                if st.pause {
+                    st.pause = false;
+                    match self.sleep(sleep.min(MOVING_PAUSE), wait_end, true, rx) {
+                        Slept::On => {}
+                        Slept::Interrupted(signal) => return Ended::Interrupted(signal),
+                        Slept::TimeUp => return Ended::Busy(self.last_held.take()),
+                    }
+                }
+                if self
+                    .display
+                    .next_wakeup()
+                    .is_some_and(|tick| tick <= Instant::now())
+                {
+                    self.display.tick();
+                }
+                let block = self.block_until(Instant::now() + sleep, wait_end);
+                if block < MIN_BLOCK {
+                    match self.sleep(block, wait_end, true, rx) {
+                        Slept::On => {}
+                        Slept::Interrupted(signal) => return Ended::Interrupted(signal),
+                        Slept::TimeUp => return Ended::Busy(self.last_held.take()),
+                    }
+                } else {
+                    ring = Some(block);
+                }
+                continue;
             }
             if st.mode == WaitMode::Notify && st.subscription.is_none() {
                 match self.subscribe(tx) {
@@ -179,6 +256,10 @@ impl Waiter<'_> {
             polls: st.mode == WaitMode::Spin,
             ..self.wait.request.clone()
         };
+        let request = Request {
+            doorbell: st.doorbell,
+            ..request
+        };
         self.joined |= st.queueing != Queueing::Try;
         let attempt = self.lock.try_acquire(&request, &budget);
         if attempt.is_ok() && !st.answered {
@@ -199,6 +280,66 @@ impl Waiter<'_> {
         if attempt.is_ok() && st.failing.take().is_some() {
             self.display.recovered();
         }
+        self.found(attempt, rx)
+    }
+
+    /// One wait on the doorbell for up to `block`, with an attempt behind it (see
+    /// [`Lock::await_turn`]); bounded by `block` plus one timeout (and the end of the wait),
+    /// ended by a termination signal.
+    fn ring(&mut self, st: &mut Progress, block: Duration, rx: &mut Events) -> Attempted {
+        let now = Instant::now();
+        let end = now + block + self.wait.timeout;
+        let deadline = self.hard_end.map_or(end, |hard| hard.min(end));
+        let budget = Budget::until(deadline).cancellable(self.wait.cancel);
+        st.attempts = st.attempts.saturating_add(1);
+        let request = Request {
+            queueing: Queueing::Refresh,
+            polls: false,
+            doorbell: true,
+            ..self.wait.request.clone()
+        };
+        let turn = self.lock.await_turn(&request, block, &budget);
+        if turn.is_ok() && st.failing.take().is_some() {
+            self.display.recovered();
+        }
+        let attempt = match turn {
+            Ok(Turn {
+                answer,
+                waited,
+                refused,
+            }) => {
+                st.pause = !waited;
+                if refused {
+                    // Wait for release notifications instead (the next attempt says so in
+                    // our place's metadata).
+                    st.doorbell = false;
+                    self.out.verbose(
+                        Ev::SubscribeFailed,
+                        "the server refuses the doorbell (BLPOP); waiting for release notifications instead",
+                    );
+                }
+                Ok(answer)
+            }
+            Err(e) => Err(e),
+        };
+        self.found(attempt, rx)
+    }
+
+    /// The next time a wait may end: `wake_at`, cut to the end of the wait and to the
+    /// display's next tick; as a duration from now.
+    fn block_until(&self, wake_at: Instant, wait_end: Option<Instant>) -> Duration {
+        let mut until = wake_at;
+        if let Some(end) = wait_end {
+            until = until.min(end);
+        }
+        if let Some(tick) = self.display.next_wakeup() {
+            until = until.min(tick);
+        }
+        until.saturating_duration_since(Instant::now())
+    }
+
+    /// What an attempt's answer means for the wait.
+    fn found(&mut self, attempt: Result<Answer, BackendError>, rx: &mut Events) -> Attempted {
         match attempt {
             Ok(Answer::Granted {
                 validity,
@@ -214,6 +355,7 @@ impl Waiter<'_> {
                 position,
                 refresh_in,
             }) => Attempted::Busy(holders, Some(position), Some(refresh_in)),
+            Ok(Answer::NoPlace) => Attempted::Again,
             Err(BackendError::Interrupted { sent }) => {
                 self.maybe_ours |= sent;
                 Attempted::Over(Ended::Interrupted(self.signal(rx)))

@@ -2,10 +2,13 @@
 -- line. ARGV: 1 token, 2 claim in ms (the expiry an attempt sets; the holder then extends it to
 -- its TTL), 3 limit (1: a mutex; N: a semaphore of N), 4 mode ('try': no place in line; 'join':
 -- join the line or keep our place; 'supersede': the same, and cancel every older waiter;
--- 'replace': as 'supersede', and ask the mutex holder to stop, see below),
+-- 'replace': as 'supersede', and ask the mutex holder to stop, see below; 'refresh': a
+-- waiter's later attempts: keep our place and take up our turn, never more: no new place, no
+-- grant without one, see below),
 -- 5 place in ms (how long our place lasts without another attempt), 6 take-up window in ms (how
 -- long a lock handed to us waits for us), 7.. metadata field/value pairs (host, pid, user,
--- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, and
+-- command, kind, version, ci_url, note, ttl_ms, polls = '1' for a waiter that polls, wake =
+-- 'list' for a waiter that waits on its doorbell (see wake in common.lua), and
 -- fence_floor, the least fence a Redlock wants, and history_ms, how long to keep the lock's
 -- history (--history, see history.lua), neither of which is stored).
 -- Replies:
@@ -15,6 +18,7 @@
 --   {3, superseder}                                     cancelled by a newer waiter
 --   {4, use, limit, holders, holder}                    the key is used otherwise: 'mutex',
 --                                                       'semaphore', or 'queue' (its waiters)
+--   {5}                                                 no place (refresh: none to keep)
 -- where holder is a flat field/value array (the mutex holder's, or the soonest-expiring
 -- semaphore holder's), pttl its remaining ms (-1: no expiry, -2: free).
 local token, claim, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -42,6 +46,7 @@ h_sweep()
 if redis.call('GET', LOCK) == token then
   if redis.call('HGET', OWNER, 'handed') then
     redis.call('HDEL', OWNER, 'handed')
+    redis.call('DEL', LOCK .. ':wake:' .. token)
     h_taken_up(token)
     redis.call('PEXPIRE', LOCK, claim)
     redis.call('PEXPIRE', OWNER, claim)
@@ -60,6 +65,7 @@ if slot then
   end
   if held.handed then
     held.handed = nil
+    redis.call('DEL', LOCK .. ':wake:' .. token)
     h_taken_up(token)
     redis.call('HSET', HOLDERS, token, cjson.encode(held))
     redis.call('ZADD', SLOTS, int(NOW + claim), token)
@@ -76,6 +82,13 @@ end
 local by = redis.call('HGET', SUPERSEDED, token)
 if by then
   return {3, flat(by)}
+end
+
+-- A waiter's later attempt keeps a place, never makes one: an attempt that runs after its
+-- waiter gave up (sent behind a blocking wait on its doorbell, on a connection since dropped)
+-- finds none, and neither joins nor takes a free lock.
+if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then
+  return {5}
 end
 
 -- One key, one use: a mutex, or a semaphore of one limit, with waiters of the same.
@@ -136,10 +149,12 @@ end
 local ticket = redis.call('ZSCORE', QUEUE, token)
 if ticket then
   ticket = tonumber(ticket)
-  -- A waiter that could not subscribe polls from now on: say so.
+  -- A waiter that could not subscribe polls from now on, one whose doorbell was refused
+  -- subscribes: say so.
   local w = waiter_info(token)
-  if (w.polls or '0') ~= (info.polls or '0') then
+  if (w.polls or '0') ~= (info.polls or '0') or w.wake ~= info.wake then
     w.polls = info.polls
+    w.wake = info.wake
     redis.call('HSET', WAITERS, token, cjson.encode(w))
   end
 else
@@ -174,10 +189,11 @@ if mode == 'supersede' or mode == 'replace' then
   if #older > 0 then
     local me = redis.call('HGET', WAITERS, token)
     for _, t in ipairs(older) do
+      local theirs = waiter_info(t)
       h_left('superseded', t, redis.call('HGET', WAITERS, t), info, token)
       leave_queue(t)
       redis.call('HSET', SUPERSEDED, t, me)
-      wake(t, 'superseded')
+      wake(t, 'superseded', theirs)
     end
     redis.call('PEXPIRE', SUPERSEDED, place)
   end

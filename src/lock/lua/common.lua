@@ -14,8 +14,13 @@
 --                    layout (absent means 1; see protocol.lua)
 --   P{K}:history     stream: the lock's events, only once a history was asked for
 --   P{K}:history:held  hash: the current holds the history knows (see history.lua)
--- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (that waiter's
--- turn came, or it was superseded).
+--   P{K}:wake:TOKEN  list: that waiter's doorbell, for a waiter that waits on it (wake = 'list'
+--                    in its metadata): 'granted' or 'superseded', pushed when its turn came or
+--                    it was cancelled; expires with the waiter's take-up window. Not declared:
+--                    same slot as the lock (see 'Declared keys' below).
+-- Channels: P{K}:released (a release that left the lock free), P{K}:wake:TOKEN (the same
+-- news for a waiter that subscribes, an older distlock's or one whose doorbell is refused, and
+-- 'replaced' for a holder asked to stop by --replace).
 --
 -- Declared keys. A script declares the keys it may touch, and the names of all of them follow
 -- from its first key (P{K} is everything up to the last '}': keys contain no braces). Most
@@ -69,8 +74,20 @@ local function next_number()
   return n
 end
 
-local function wake(token, message)
-  redis.call('PUBLISH', LOCK .. ':wake:' .. token, message)
+-- Tell TOKEN its news: on its doorbell if it waits on one (INFO, its waiter metadata, says
+-- wake = 'list'): the push is data, so it waits there for the waiter's blocking pop however
+-- late that comes, and expires with the take-up window; otherwise (a subscriber, a holder, a
+-- push refused by an ACL without +lpush) on the channel of the same name.
+local function wake(token, message, info)
+  local bell = LOCK .. ':wake:' .. token
+  if info and info.wake == 'list' then
+    local pushed = redis.pcall('LPUSH', bell, message)
+    if type(pushed) == 'number' then
+      redis.call('PEXPIRE', bell, tonumber(info.takeup_ms or '3000') or 3000)
+      return
+    end
+  end
+  redis.call('PUBLISH', bell, message)
 end
 
 -- Raise KEY's expiry to MS from now if it is shorter; never lower it.
@@ -153,7 +170,7 @@ local function grant_mutex(token, ms, info, handed)
   local fields = {'acquired_at', int(NOW), 'fence', int(fence)}
   for k, v in pairs(info) do
     if k ~= 'since' and k ~= 'limit' and k ~= 'takeup_ms' and k ~= 'polls' and k ~= 'place'
-      and type(v) == 'string' then
+      and k ~= 'wake' and type(v) == 'string' then
       fields[#fields + 1] = k
       fields[#fields + 1] = v
     end
@@ -196,7 +213,7 @@ local function grant_slot(token, ms, limit, info, handed)
   local fence = next_number()
   local held = {}
   for k, v in pairs(info) do
-    if k ~= 'since' and k ~= 'takeup_ms' and k ~= 'polls' and k ~= 'place' then
+    if k ~= 'since' and k ~= 'takeup_ms' and k ~= 'polls' and k ~= 'place' and k ~= 'wake' then
       held[k] = v
     end
   end
@@ -279,7 +296,7 @@ local function hand_off()
       end
       grant_slot(head, takeup, limit, info, true)
     end
-    wake(head, 'granted')
+    wake(head, 'granted', info)
   end
   expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})
   if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', SLOTS) == 0 then

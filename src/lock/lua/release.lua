@@ -25,6 +25,8 @@ if redis.call('ZSCORE', QUEUE, ARGV[1]) then
 end
 leave_queue(ARGV[1])
 redis.call('HDEL', SUPERSEDED, ARGV[1])
+-- (Its doorbell too, if it waited on one: same slot, see 'Declared keys' in common.lua.)
+redis.call('DEL', LOCK .. ':wake:' .. ARGV[1])
 purge_waiters()
 local released = release(ARGV[1], ARGV[2] == '1')
 if released == 0 then

@@ -622,6 +622,7 @@ fn invocation(call: &Call, plan: &Plan) -> Option<Invocation> {
                 queueing,
                 polls,
                 after,
+                doorbell: false,
             };
             Invocation {
                 script: &ACQUIRE,

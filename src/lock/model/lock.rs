@@ -251,6 +251,7 @@ impl ScriptLock {
                     b"try" => Queueing::Try,
                     b"join" => Queueing::Join,
                     b"supersede" => Queueing::Supersede,
+                    b"refresh" => Queueing::Refresh,
                     _ => Queueing::Replace,
                 },
             ));
@@ -329,6 +330,7 @@ impl ScriptLock {
             queueing: Queueing::Try,
             polls: false,
             after: AfterRun::default(),
+            doorbell: false,
         };
         let reply = self
             .call(
@@ -632,6 +634,7 @@ mod tests {
             queueing,
             polls: false,
             after: AfterRun::default(),
+            doorbell: false,
         }
     }
 

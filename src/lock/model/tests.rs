@@ -311,6 +311,7 @@ fn the_acquire_script_grants_and_queues_and_the_real_decoder_reads_it() {
         queueing: Queueing::Join,
         polls: false,
         after: AfterRun::default(),
+        doorbell: false,
     };
     let mut runner = Runner::new();
     let mut redis = Redis::at(T0);

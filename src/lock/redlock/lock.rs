@@ -73,7 +73,7 @@ impl Lock for Redlock {
                 Ok(Answer::Conflict(c)) => {
                     conflict.get_or_insert(c);
                 }
-                Ok(Answer::Superseded(_)) => {}
+                Ok(Answer::Superseded(_) | Answer::NoPlace) => {}
                 Err(e) => {
                     self.touched[i] |= e.maybe_applied();
                     errors.push((i, e));

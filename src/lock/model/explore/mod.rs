@@ -663,6 +663,7 @@ impl World {
                         min_interval: spec.min_interval_ms.map(Duration::from_millis),
                         cooldown: spec.cooldown_ms.map(Duration::from_millis),
                     },
+                    doorbell: false,
                 };
                 (
                     &ACQUIRE,
@@ -776,6 +777,13 @@ impl World {
                         let sleep = millis(sleep).max(1);
                         c.phase = Phase::Waiting { position };
                         c.next = Some((Kind::Acquire(spec.place), now + sleep));
+                    }
+                    // (These clients never refresh: they join on every attempt.)
+                    Answer::NoPlace => {
+                        return Err(Violation {
+                            invariant: "every reply decodes",
+                            detail: "no place, for an attempt that joins".into(),
+                        });
                     }
                     Answer::Superseded(_) => {
                         c.phase = Phase::Done(End::Superseded);
