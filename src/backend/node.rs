@@ -54,6 +54,9 @@ pub struct Sent {
     limit: Duration,
 }
 
+/// A script call: the script, its keys, its arguments.
+pub type Call<'a> = (&'a Script, &'a [&'a str], &'a [&'a [u8]]);
+
 /// What [`Node::ring`] got back.
 #[derive(Debug)]
 pub struct Rang {
@@ -310,7 +313,7 @@ impl Node {
         &mut self,
         bell: &str,
         block: Duration,
-        then: Option<(&Script, &[&str], &[&[u8]])>,
+        then: Option<Call<'_>>,
         cancel: Option<&Cancel>,
         deadline: Instant,
     ) -> Result<Rang, BackendError> {

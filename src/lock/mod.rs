@@ -291,6 +291,8 @@ pub struct Turn {
     /// What the attempt sent with the wait found: granted when our turn came (taken up in the
     /// same breath), queued when the wait timed out, ...
     pub answer: Answer,
+    /// The doorbell rang: our turn came (or we were superseded) during the wait.
+    pub rang: bool,
     /// The server waited on the doorbell. False when it answered at once (a Cluster slot on
     /// the move, a failover): pause before waiting again.
     pub waited: bool,

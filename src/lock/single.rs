@@ -343,6 +343,7 @@ impl Lock for SingleNode {
         let (rang, anchor) =
             self.ring(if behind { &longer } else { &plain }, block, behind, budget)?;
         let Rang { bell, script } = rang;
+        let rang = matches!(bell, Ok(true));
         let waited = match &bell {
             Ok(_) => true,
             Err(e) if moving(e) => false,
@@ -355,6 +356,7 @@ impl Lock for SingleNode {
                 };
                 return Ok(Turn {
                     answer: self.granted(answer, &longer, budget)?,
+                    rang,
                     waited: false,
                     refused: true,
                 });
@@ -362,13 +364,15 @@ impl Lock for SingleNode {
         };
         let answer = match script {
             Some(Ok(reply)) if waited => decode_answer(&reply, anchor, longer.claim)?,
-            Some(Err(e)) if waited => return Err(e),
-            // A redirection or a failover answered the wait: so did the attempt behind it (it
-            // never ran, or on a server that is not the lock's any more); attempt where the lock
-            // is now, as every attempt does (following MOVED and ASK, waiting out TRYAGAIN).
+            Some(Err(e)) if waited && !moving(&e) => return Err(e),
+            // A redirection or a failover answered the wait or the attempt behind it (which then
+            // never ran, or ran on a server that is not the lock's any more); attempt where the
+            // lock is now, as every attempt does (following MOVED and ASK, waiting out
+            // TRYAGAIN).
             Some(_) | None => {
                 return Ok(Turn {
                     answer: self.try_acquire(&plain, budget)?,
+                    rang,
                     waited,
                     refused: false,
                 });
@@ -384,6 +388,7 @@ impl Lock for SingleNode {
             if moved {
                 return Ok(Turn {
                     answer: self.try_acquire(&plain, budget)?,
+                    rang,
                     waited,
                     refused: false,
                 });
@@ -394,6 +399,7 @@ impl Lock for SingleNode {
         };
         Ok(Turn {
             answer,
+            rang,
             waited,
             refused: false,
         })

@@ -133,7 +133,7 @@ impl Waiter<'_> {
         };
         let mut ring: Option<Duration> = None;
         loop {
-            if let Some(signal) = signals::take_termination(rx) {
+            if let Some(signal) = self.pending(rx) {
                 return Ended::Interrupted(signal);
             }
             let attempted = match ring.take() {
@@ -305,16 +305,23 @@ impl Waiter<'_> {
         let attempt = match turn {
             Ok(Turn {
                 answer,
+                rang,
                 waited,
                 refused,
             }) => {
                 st.pause = !waited;
+                if rang {
+                    self.out.verbose(
+                        Ev::Notified,
+                        "release notification received (the doorbell rang)",
+                    );
+                }
                 if refused {
                     // Wait for release notifications instead (the next attempt says so in
                     // our place's metadata).
                     st.doorbell = false;
                     self.out.verbose(
-                        Ev::SubscribeFailed,
+                        Ev::DoorbellRefused,
                         "the server refuses the doorbell (BLPOP); waiting for release notifications instead",
                     );
                 }
@@ -472,6 +479,27 @@ impl Waiter<'_> {
     /// The termination signal that cancelled a call (it is in the event pipe by now).
     fn signal(&self, rx: &mut Events) -> i32 {
         signals::take_termination(rx).unwrap_or(libc::SIGTERM)
+    }
+
+    /// The signals that came while Redis was asked (held back during a request, or a wait on
+    /// the doorbell): a terminating one is returned; Ctrl-Z stops distlock now (nothing is held
+    /// while waiting); the rest, and release notifications, are dropped (the next attempt looks
+    /// at the lock anyway).
+    fn pending(&mut self, rx: &mut Events) -> Option<i32> {
+        let mut stop = false;
+        while let Some(event) = rx.try_recv() {
+            match event {
+                Event::Signal(signal) if signals::is_termination(signal) => return Some(signal),
+                Event::Signal(libc::SIGTSTP) => stop = true,
+                _ => {}
+            }
+        }
+        if stop {
+            self.display.clear();
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+            return signals::take_termination(rx);
+        }
+        None
     }
 
     /// Sleep until `wake_at` or a wake-up, keeping the display alive. Returns a terminating

@@ -202,62 +202,62 @@ fn a_hand_off_takes_two_round_trips() {
     );
 }
 
-/// A contended acquisition, from the waiter's start to its command: four requests. A first
-/// attempt ("try": busy), the SUBSCRIBE to its own wake-up channel (on a connection of its own),
-/// the attempt that takes its place in line ("join"), and after the holder's release has handed
-/// the lock to it, the take-up. A waiter that waits longer keeps its place with one more
-/// attempt every 2 s (none of them closer than that); nothing else.
+/// A contended acquisition, from the waiter's start to its command (issue 26): one connection.
+/// The attempt that joins the line ("join"); then, per look, one write of a wait on its
+/// doorbell (BLPOP) with a "refresh" behind it, never closer than 1.5 s apart while in line; the
+/// holder's release pushes onto the doorbell, and the refresh queued behind the wait takes the
+/// lock up: after the release, nothing else. No SUBSCRIBE, no "try".
 #[test]
-fn a_contended_acquisition_makes_four_requests() {
+fn a_contended_acquisition_joins_then_waits_on_its_doorbell() {
     let requests = hand_off(Watch::FromTheStart);
     let echo = requests.iter().position(|r| r.command() == "ECHO").unwrap();
     let before = &requests[..echo];
-    // The holder: the token of the release before the command (its renewals and its own
-    // SUBSCRIBE, if it started listening, carry that token too).
+    // The holder: the token of the release before the command (its renewals carry it too).
     let release_at = before
         .iter()
         .rposition(|r| r.is_full_script() && r.is_release())
         .expect("the holder's release");
     let holder = before[release_at].token().unwrap().to_owned();
+    let holder_client = before[release_at].client.clone();
     let waiters: Vec<(usize, &Request)> = before
         .iter()
         .enumerate()
+        .filter(|(_, r)| r.client != holder_client && r.command() != "ECHO")
         .filter(|(_, r)| match r.command().as_str() {
             "EVALSHA" => r.token() != Some(holder.as_str()),
             "SUBSCRIBE" => !r.words.iter().any(|w| w.ends_with(&holder)),
-            _ => false,
+            // (The test's own requests, ZCARD of the line, are left out.)
+            command => command != "ZCARD",
         })
         .collect();
     let summary = |rs: &[(usize, &Request)]| -> Vec<String> {
         rs.iter()
-            .map(|(_, r)| format!("{} {}", r.command(), r.mode().unwrap_or("")))
+            .map(|(_, r)| format!("{} {} {}", r.client, r.command(), r.mode().unwrap_or("")))
             .collect()
     };
+    let first_client = waiters.first().map(|(_, r)| r.client.clone());
+    assert!(
+        waiters
+            .iter()
+            .all(|(_, r)| Some(&r.client) == first_client.as_ref()),
+        "one connection: {:?}",
+        summary(&waiters)
+    );
     let (in_line, taking): (Vec<_>, Vec<_>) = waiters.iter().partition(|(i, _)| *i < release_at);
-    // Before the release: try, SUBSCRIBE, join, and a refresh of its place per 2 s.
     let scripts: Vec<&Request> = in_line
         .iter()
         .map(|(_, r)| *r)
         .filter(|r| r.is_full_script())
         .collect();
     assert_eq!(
-        in_line
-            .iter()
-            .filter(|(_, r)| r.command() == "SUBSCRIBE")
-            .count(),
-        1,
-        "one subscription: {:?}",
-        summary(&waiters)
-    );
-    assert_eq!(
         scripts.first().and_then(|r| r.mode()),
-        Some("try"),
+        Some("join"),
         "{:?}",
         summary(&waiters)
     );
     assert!(
-        scripts.len() >= 2 && scripts[1..].iter().all(|r| r.mode() == Some("join")),
-        "try, then join: {:?}",
+        scripts[1..].iter().all(|r| r.mode() == Some("refresh")),
+        "join, then refresh: {:?}",
         summary(&waiters)
     );
     for pair in scripts[1..].windows(2) {
@@ -267,17 +267,31 @@ fn a_contended_acquisition_makes_four_requests() {
             summary(&waiters)
         );
     }
+    // Each wait on the doorbell is followed by its refresh: one BLPOP per refresh, and the last
+    // BLPOP's refresh is the take-up, after the release.
+    let blpops = in_line
+        .iter()
+        .filter(|(_, r)| r.command() == "BLPOP")
+        .count();
+    assert_eq!(
+        blpops,
+        scripts.len(),
+        "a BLPOP per refresh, the last one's refresh after the release: {:?}",
+        summary(&waiters)
+    );
     assert_eq!(
         in_line.len(),
-        scripts.len() + 1,
+        scripts.len() + blpops,
         "nothing else: {:?}",
         summary(&waiters)
     );
-    // After it: the take-up alone.
     assert_eq!(
-        summary(&taking),
-        vec!["EVALSHA join".to_owned()],
-        "{:?}",
+        taking
+            .iter()
+            .map(|(_, r)| format!("{} {}", r.command(), r.mode().unwrap_or("")))
+            .collect::<Vec<_>>(),
+        vec!["EVALSHA refresh".to_owned()],
+        "after the release, the take-up alone: {:?}",
         summary(&waiters)
     );
 }
@@ -353,7 +367,7 @@ fn a_line_costs_each_waiter_at_most_one_script_per_2s() {
     let by_waiter = || {
         let mut scripts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         for r in monitor.requests() {
-            if r.is_full_script() && r.mode() == Some("join") {
+            if r.is_full_script() && matches!(r.mode(), Some("join" | "refresh")) {
                 let token = r.token().unwrap_or_default().to_owned();
                 scripts.entry(token).or_default().push(r.at);
             }

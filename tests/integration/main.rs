@@ -12,6 +12,7 @@ mod cluster;
 mod cost;
 mod cron;
 mod docs;
+mod doorbell;
 mod exclusion;
 mod exit_codes;
 mod faults;

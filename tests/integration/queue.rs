@@ -108,15 +108,25 @@ fn spin_waiters_wait_in_the_same_line() {
     assert_eq!(leftovers(&redis, "mixed"), Vec::<String>::new());
 }
 
-/// A waiter that got the lock closes its waiter's subscriber connection; the holder keeps one
-/// subscription only, on its own wake channel, where a newer run with `--replace` asks it to
-/// stop.
+/// A waiter in line holds one connection, blocked on its doorbell, and no subscription (issue
+/// 26); once it holds the lock, nothing of it is blocked, and it keeps one subscription only, on
+/// its own wake channel, where a newer run with `--replace` asks it to stop.
 #[test]
-fn a_new_holder_drops_its_subscription() {
+fn a_waiter_holds_one_connection_and_no_subscription() {
     let redis = Redis::start();
     let dir = Scratch::new();
     let next = Scratch::new();
     let first = holder(&redis, &dir, "unsub", &[]);
+    // Every connection but this test's own.
+    let clients = || -> Vec<String> {
+        let clients: String = redis.cmd(&["CLIENT", "LIST"]);
+        clients
+            .lines()
+            .filter(|l| !l.contains(" cmd=client"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let before = clients().len();
     let taker = distlock(&redis)
         .args(["run", "-k", "unsub", "--", "sh", "-c"])
         .arg(format!(
@@ -127,42 +137,39 @@ fn a_new_holder_drops_its_subscription() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until("the taker to take its place", || {
-        redis.in_line("unsub") == 1
+    wait_until("the taker to wait on its doorbell", || {
+        redis.in_line("unsub") == 1 && clients().iter().any(|l| l.contains(" cmd=blpop"))
     });
-    // The ids of the connections that listen.
-    let subscribers = || -> Vec<String> {
-        let clients: String = redis.cmd(&["CLIENT", "LIST"]);
-        clients
-            .lines()
-            .filter(|l| l.contains(" sub=1"))
-            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-            .collect()
-    };
-    let waiting = subscribers();
-    assert_eq!(waiting.len(), 1, "the waiter listens for its turn");
+    let now = clients();
+    assert_eq!(now.len(), before + 1, "one connection: {now:#?}");
+    assert!(
+        !now.iter().any(|l| l.contains(" sub=1")
+            && l.contains(" cmd=subscribe")
+            && !l.contains(&format!("{}:wake", lock_key("unsub")))),
+        "{now:#?}"
+    );
+    // (The holder may listen on its own wake channel: nothing else listens.)
+    let waiter: Vec<String> =
+        redis.cmd(&["ZRANGE", &format!("{}:queue", lock_key("unsub")), "0", "0"]);
+    let subscribed: Vec<String> = redis.cmd(&["PUBSUB", "CHANNELS", "*"]);
+    assert!(
+        subscribed.len() <= 1 && !subscribed.iter().any(|c| c.ends_with(&waiter[0])),
+        "{subscribed:?}"
+    );
     release(&dir);
     assert_eq!(finish(first).status.code(), Some(0));
     let token = wait_for_file(&next.path("held")).trim().to_owned();
-    let held = Instant::now();
-    wait_until("the waiter's subscriber to close", || {
-        !subscribers().contains(&waiting[0])
-    });
-    // Within two seconds (the subscriber checks every second); its command runs for 30s.
-    assert!(
-        held.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        held.elapsed()
-    );
-    // What listens now is the holder, on its own wake channel alone.
+    // What listens now is the new holder, on its own wake channel alone; nothing blocks.
     wait_until("the holder to listen for a replacement", || {
-        subscribers().len() == 1
+        let channels: Vec<String> = redis.cmd(&["PUBSUB", "CHANNELS", "*"]);
+        channels == [format!("{}:wake:{token}", lock_key("unsub"))]
     });
-    let channels: Vec<String> = redis.cmd(&["PUBSUB", "CHANNELS", "*"]);
-    assert_eq!(
-        channels,
-        [format!("{}:wake:{token}", lock_key("unsub"))],
-        "{channels:?}"
+    assert!(
+        !clients()
+            .iter()
+            .any(|l| l.contains(" cmd=blpop") && l.contains(" flags=b")),
+        "{:#?}",
+        clients()
     );
     let _ = kill(Pid::from_raw(taker.id() as i32), Signal::SIGTERM);
     finish(taker);
@@ -330,29 +337,31 @@ fn a_release_wakes_one_waiter_whatever_the_line() {
             .collect();
         // From the release to the next holder's command: count what Redis ran.
         let scripts = || redis.successful_calls("evalsha") + redis.successful_calls("eval");
-        let (before, published_before) = (scripts(), redis.successful_calls("publish"));
+        let woken = || redis.successful_calls("publish") + redis.successful_calls("lpush");
+        let (before, woken_before) = (scripts(), woken());
         release(&dir);
         assert_eq!(finish(first).status.code(), Some(0));
         wait_for_file(&next.path("held"));
         let ran = scripts() - before;
-        let published = redis.successful_calls("publish") - published_before;
-        calls.push((waiters, ran, published));
+        let woke = woken() - woken_before;
+        calls.push((waiters, ran, woke));
         for w in line {
             let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM);
             finish(w);
         }
         second.finish();
     }
-    // The release (which hands over and wakes one) and the first waiter's take-up; another
-    // waiter's refresh may fall in the window (one per waiter every 2s), so allow one or two.
-    for (waiters, ran, published) in &calls {
+    // The release (which hands over and wakes one: a push onto its doorbell) and the first
+    // waiter's take-up; another waiter's refresh may fall in the window (one per waiter every
+    // 2s), so allow one or two.
+    for (waiters, ran, woke) in &calls {
         assert!(
             *ran <= 4,
             "{waiters} waiters: {ran} scripts for one hand-off"
         );
         assert_eq!(
-            *published, 1,
-            "{waiters} waiters: {published} messages for one hand-off"
+            *woke, 1,
+            "{waiters} waiters: {woke} wake-ups (pushes or messages) for one hand-off"
         );
     }
 }

@@ -220,15 +220,6 @@ fn interactive_command_owns_the_terminal() {
     drop(master);
 }
 
-fn state_of(pid: Pid) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit(')')
-        .next()
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or("")
-        .to_owned()
-}
-
 /// Ctrl-Z stops the command, distlock takes the terminal back and stops too (like a shell job);
 /// on SIGCONT it renews first, then gives the terminal and the CPU back to the command.
 #[test]
