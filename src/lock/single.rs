@@ -55,6 +55,9 @@ pub struct SingleNode {
     uncovered: bool,
     /// An attempt took a place in line: giving up must leave it.
     joined: bool,
+    /// The longest claim an attempt asked for (a take-up sent behind a wait on the doorbell
+    /// asks for more than the claim): what one that lands after we gave up may leave.
+    longest: Duration,
 }
 
 impl SingleNode {
@@ -68,6 +71,7 @@ impl SingleNode {
             held: None,
             uncovered: false,
             joined: false,
+            longest: Duration::ZERO,
         }
     }
 
@@ -340,6 +344,9 @@ impl Lock for SingleNode {
             ..plain.clone()
         };
         let behind = longer.claim <= plain.ttl;
+        if behind {
+            self.longest = self.longest.max(longer.claim);
+        }
         let (rang, anchor) =
             self.ring(if behind { &longer } else { &plain }, block, behind, budget)?;
         let Rang { bell, script } = rang;
@@ -410,6 +417,7 @@ impl Lock for SingleNode {
         // other lost request kept its connection, and a release written behind each is enough
         // (and needs no answer: Redis may be stopped).
         let live = self.joined || self.uncovered;
+        let claim = claim.max(self.longest);
         let lingers = if self.joined {
             claim.max(PLACE).max(TAKEUP)
         } else {
@@ -496,6 +504,7 @@ impl Lock for SingleNode {
             held: self.held,
             uncovered: false,
             joined: false,
+            longest: Duration::ZERO,
         })
     }
 

@@ -12,6 +12,24 @@ use nix::unistd::Pid;
 
 use crate::fixtures::*;
 
+/// One of today's scripts, as distlock builds them (`src/lock/protocol.rs`).
+fn current(body: &str) -> String {
+    let part = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/src/lock/lua/{name}.lua",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    format!(
+        "{}{}{}{}",
+        part("protocol"),
+        part("history"),
+        part("common"),
+        part(body)
+    )
+}
+
 /// One of the older distlock's scripts: `protocol.lua`, `history.lua`, `common.lua` and its
 /// own body, as distlock builds them.
 fn before_doorbell(body: &str) -> String {
@@ -54,9 +72,13 @@ fn keys_of(key: &str) -> Vec<String> {
 
 /// Run an older distlock's script `body` for `key` with `args`.
 fn old_script(redis: &Redis, body: &str, key: &str, args: &[&str]) -> redis::Value {
-    let source = before_doorbell(body);
+    script(redis, &before_doorbell(body), key, args)
+}
+
+/// Run `source` for `key` with `args`.
+fn script(redis: &Redis, source: &str, key: &str, args: &[&str]) -> redis::Value {
     let keys = keys_of(key);
-    let mut words: Vec<&str> = vec!["EVAL", &source, "12"];
+    let mut words: Vec<&str> = vec!["EVAL", source, "12"];
     words.extend(keys.iter().map(String::as_str));
     words.extend(args);
     redis.cmd(&words)
@@ -70,14 +92,6 @@ fn old_acquire(redis: &Redis, key: &str, token: &str, mode: &str) -> redis::Valu
         key,
         &[token, "30000", "1", mode, "6000", "3000", "host", "old"],
     )
-}
-
-/// Whether a connection of `redis` is blocked in BLPOP (a waiter on its doorbell).
-fn blocked_on_doorbell(redis: &Redis) -> bool {
-    let clients: String = redis.cmd(&["CLIENT", "LIST"]);
-    clients
-        .lines()
-        .any(|l| l.contains(" flags=b ") && l.contains(" cmd=blpop"))
 }
 
 /// A waiter blocked on its doorbell ends within a second of SIGTERM, SIGINT or SIGHUP (the read
@@ -96,7 +110,7 @@ fn a_signal_ends_a_wait_on_the_doorbell_at_once_and_leaves_nothing() {
             .spawn()
             .unwrap();
         wait_until("the waiter to block on its doorbell", || {
-            redis.in_line("bell-int") == 1 && blocked_on_doorbell(&redis)
+            redis.in_line("bell-int") == 1 && redis.blocked_on_doorbell()
         });
         let sent = Instant::now();
         kill(Pid::from_raw(waiter.id() as i32), signal).unwrap();
@@ -118,7 +132,7 @@ fn a_signal_ends_a_wait_on_the_doorbell_at_once_and_leaves_nothing() {
         let mut keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
         keys.sort();
         assert_eq!(keys, vec![key.clone(), format!("{key}:fence")], "{signal}");
-        assert!(!blocked_on_doorbell(&redis), "{signal}: nothing waits");
+        assert!(!redis.blocked_on_doorbell(), "{signal}: nothing waits");
     }
 }
 
@@ -139,7 +153,7 @@ fn an_older_holders_hand_off_is_taken_up_at_the_next_look() {
         .spawn()
         .unwrap();
     wait_until("the waiter to block on its doorbell", || {
-        redis.in_line("mixed-old-holder") == 1 && blocked_on_doorbell(&redis)
+        redis.in_line("mixed-old-holder") == 1 && redis.blocked_on_doorbell()
     });
     let released = std::time::SystemTime::now();
     let reply = old_script(&redis, "release", "mixed-old-holder", &["old-holder", "0"]);
@@ -258,7 +272,7 @@ fn ctrl_z_while_on_the_doorbell_stops_the_waiter_within_one_wait() {
         .unwrap();
     let pid = Pid::from_raw(waiter.id() as i32);
     wait_until("the waiter to block on its doorbell", || {
-        redis.in_line("bell-tstp") == 1 && blocked_on_doorbell(&redis)
+        redis.in_line("bell-tstp") == 1 && redis.blocked_on_doorbell()
     });
     let sent = Instant::now();
     kill(pid, Signal::SIGTSTP).unwrap();
@@ -273,4 +287,46 @@ fn ctrl_z_while_on_the_doorbell_stops_the_waiter_within_one_wait() {
     assert_eq!(finish(first).status.code(), Some(0));
     let out = finish(waiter);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A "refresh" (the attempt sent behind a wait on the doorbell) for a token without a place in
+/// line, as one that Redis runs after its waiter gave up: it answers "no place" and changes
+/// nothing, on a busy lock (it does not join) and on a free one (it does not take it).
+#[test]
+fn a_refresh_without_a_place_changes_nothing() {
+    let redis = Redis::start();
+    let acquire = current("acquire");
+    let refresh = |key: &str| {
+        script(
+            &redis,
+            &acquire,
+            key,
+            &[
+                "gone", "9200", "1", "refresh", "6000", "3000", "wake", "list",
+            ],
+        )
+    };
+    let dump = || {
+        let mut keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
+        keys.sort();
+        keys.into_iter()
+            .map(|k| {
+                let kind: String = redis.cmd(&["TYPE", &k]);
+                (k, kind)
+            })
+            .collect::<Vec<_>>()
+    };
+    redis.cmd::<String>(&["SET", &lock_key("busy"), "holder", "PX", "60000"]);
+    let before = dump();
+    assert_eq!(
+        refresh("busy"),
+        redis::Value::Array(vec![redis::Value::Int(5)])
+    );
+    assert_eq!(
+        refresh("free"),
+        redis::Value::Array(vec![redis::Value::Int(5)])
+    );
+    assert_eq!(dump(), before, "nothing changed");
+    assert_eq!(redis.in_line("busy"), 0);
+    assert!(!redis.exists(&lock_key("free")));
 }

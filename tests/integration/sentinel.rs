@@ -238,8 +238,10 @@ fn the_line_survives_a_failover() {
         .spawn()
         .unwrap();
     let old = topo.primary();
+    // Blocked on its doorbell on the primary: the failover unblocks it (UNBLOCKED), and it
+    // finds the new primary through the sentinels.
     wait_until("the waiter to be in line on the replica too", || {
-        (0..2).all(|i| topo.node(i).in_line("line") == 1)
+        (0..2).all(|i| topo.node(i).in_line("line") == 1) && topo.node(old).blocked_on_doorbell()
     });
     let new = topo.failover();
     assert_ne!(new, old);
