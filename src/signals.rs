@@ -25,15 +25,10 @@ use nix::sys::signal::{SigHandler, Signal};
 use crate::backend::Cancel;
 use crate::events::{Events, Sender};
 
-/// Signals forwarded to the child (and that end a wait).
-pub const FORWARDED: [i32; 6] = [
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-];
+/// Signals forwarded to the child (and that end a wait): INT, TERM, HUP, QUIT, USR1, USR2. The
+/// set is defined beside the wait on a doorbell, which lets exactly these through (the backend
+/// sits below this module).
+pub const FORWARDED: [i32; 6] = crate::backend::WAIT_ENDERS;
 
 /// Whether `signal` asks distlock to stop (forwarded while the child runs).
 pub fn is_termination(signal: i32) -> bool {

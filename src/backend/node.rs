@@ -67,8 +67,8 @@ pub struct Rang {
     pub script: Option<Result<Vec<Reply>, BackendError>>,
 }
 
-/// The signals that end a wait for a lock (`signals::FORWARDED`, which a test holds this to):
-/// let through during a wait on a doorbell ([`Node::ring`]).
+/// The signals that end a wait for a lock (the signal policy's `signals::FORWARDED` is this
+/// set): let through during a wait on a doorbell ([`Node::ring`]).
 pub const WAIT_ENDERS: [i32; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
@@ -271,14 +271,7 @@ impl Node {
         };
         let result = conn
             .set_read_timeout(Some(limit))
-            .and_then(|()| conn.recv_response())
-            .and_then(redis::Value::extract_error);
-        let result = match result {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.invoke::<redis::Value>(conn, keys, args)
-            }
-            other => other,
-        };
+            .and_then(|()| script_reply(conn, script, keys, args));
         let value = match self.finish(result, limit, deadline) {
             Err(BackendError::Server { code, detail }) if code == "MOVED" || code == "ASK" => {
                 // Only a fixed server (a Redlock node) is asked this way: not a cluster's.
@@ -364,16 +357,10 @@ impl Node {
         let Some(conn) = self.conn.as_mut() else {
             return Err(BackendError::Lost("the connection was closed".into()));
         };
-        let result = conn.recv_response().and_then(redis::Value::extract_error);
+        let result = script_reply(conn, script, keys, args);
         if result.is_err() && cancel.is_some_and(Cancel::is_cancelled) {
             return interrupted(self);
         }
-        let result = match result {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.invoke::<redis::Value>(conn, keys, args)
-            }
-            other => other,
-        };
         let script = self
             .finish(result, limit, deadline)
             .and_then(|value| match value {
@@ -610,6 +597,22 @@ impl Node {
             }
         }
         Err(err)
+    }
+}
+
+/// The reply of a script sent as EVALSHA, read from `conn`; on NOSCRIPT (only a server that
+/// never saw the script answers it), the script is loaded and run again.
+fn script_reply(
+    conn: &mut Connection,
+    script: &Script,
+    keys: &[&str],
+    args: &[&[u8]],
+) -> redis::RedisResult<redis::Value> {
+    match conn.recv_response().and_then(redis::Value::extract_error) {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.invoke::<redis::Value>(conn, keys, args)
+        }
+        other => other,
     }
 }
 

@@ -12,41 +12,26 @@ use nix::unistd::Pid;
 
 use crate::fixtures::*;
 
-/// One of today's scripts, as distlock builds them (`src/lock/protocol.rs`).
-fn current(body: &str) -> String {
-    let part = |name: &str| {
-        std::fs::read_to_string(format!(
-            "{}/src/lock/lua/{name}.lua",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    };
-    format!(
-        "{}{}{}{}",
-        part("protocol"),
-        part("history"),
-        part("common"),
-        part(body)
-    )
+/// A script as distlock builds it (`protocol.lua`, `history.lua`, `common.lua` and its own
+/// body) from the files in `dir` (relative to the crate).
+fn built(dir: &str, body: &str) -> String {
+    ["protocol", "history", "common", body]
+        .iter()
+        .map(|name| {
+            std::fs::read_to_string(format!("{}/{dir}/{name}.lua", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+        })
+        .collect()
 }
 
-/// One of the older distlock's scripts: `protocol.lua`, `history.lua`, `common.lua` and its
-/// own body, as distlock builds them.
+/// One of today's scripts.
+fn current(body: &str) -> String {
+    built("src/lock/lua", body)
+}
+
+/// One of the older distlock's scripts.
 fn before_doorbell(body: &str) -> String {
-    let part = |name: &str| {
-        std::fs::read_to_string(format!(
-            "{}/tests/integration/fixtures/before_doorbell/{name}.lua",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    };
-    format!(
-        "{}{}{}{}",
-        part("protocol"),
-        part("history"),
-        part("common"),
-        part(body)
-    )
+    built("tests/integration/fixtures/before_doorbell", body)
 }
 
 /// The twelve keys of the lock `key` (see `src/lock/lua/common.lua`).
