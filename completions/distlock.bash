@@ -28,9 +28,6 @@ _distlock() {
             distlock,force-release)
                 cmd="distlock__subcmd__break"
                 ;;
-            distlock,generate)
-                cmd="distlock__subcmd__generate"
-                ;;
             distlock,help)
                 cmd="distlock__subcmd__help"
                 ;;
@@ -64,9 +61,6 @@ _distlock() {
             distlock__subcmd__help,check)
                 cmd="distlock__subcmd__help__subcmd__check"
                 ;;
-            distlock__subcmd__help,generate)
-                cmd="distlock__subcmd__help__subcmd__generate"
-                ;;
             distlock__subcmd__help,help)
                 cmd="distlock__subcmd__help__subcmd__help"
                 ;;
@@ -98,7 +92,7 @@ _distlock() {
 
     case "${cmd}" in
         distlock)
-            opts="-v -q -h -V --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --history --log-format --help --version run status list break force-release acquire renew release log stats check generate help"
+            opts="-v -q -h -V --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --history --log-format --help --version run status list break force-release acquire renew release log stats check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -441,70 +435,8 @@ _distlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        distlock__subcmd__generate)
-            opts="-v -q -h -V --out --redis --node-timeout --replicas --replicas-timeout --prefix --redis-timeout --tls-ca --tls-cert --tls-key --verbose --quiet --history --log-format --help --version completions man"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --out)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --redis)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --node-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --replicas)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --replicas-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --prefix)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --redis-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --tls-ca)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --tls-cert)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --tls-key)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --history)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         distlock__subcmd__help)
-            opts="run status list break acquire renew release log stats check generate help"
+            opts="run status list break acquire renew release log stats check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -546,20 +478,6 @@ _distlock() {
             return 0
             ;;
         distlock__subcmd__help__subcmd__check)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        distlock__subcmd__help__subcmd__generate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

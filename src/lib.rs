@@ -168,9 +168,6 @@ pub fn main() -> ! {
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Check(check) => commands::inspect::check::check(check),
-            CommandConfig::Generate { what, out: dir } => {
-                commands::generate::generate(what, dir, out)
-            }
         }
     });
     match result {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::values::{DurationArg, Generated, WaitMode, parse_duration, parse_signal};
+use super::values::{DurationArg, WaitMode, parse_duration, parse_signal};
 use crate::exit::Code;
 
 /// Options shared by the commands that take a lock (`run`, `acquire`).
@@ -387,16 +387,4 @@ pub struct ReleaseArgs {
     /// release until the interval has passed.
     #[arg(long)]
     pub failed: bool,
-}
-
-/// `distlock generate`.
-#[derive(Debug, Args)]
-pub struct GenerateArgs {
-    /// What to write (default: both).
-    #[arg(value_name = "WHAT")]
-    pub what: Option<Generated>,
-
-    /// Directory that holds completions/ and man/ (default: the current one).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
 }

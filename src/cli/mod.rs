@@ -309,10 +309,6 @@ pub enum Command {
     /// that the lock can be read. Whatever goes wrong (Redis unreachable, a key that is not a
     /// lock, a bad argument) is UNKNOWN, exit 3, never another code.
     Check(args::CheckArgs),
-
-    /// Write the shell completions or the man pages (for packagers).
-    #[command(hide = true)]
-    Generate(GenerateArgs),
 }
 
 /// The command line of `distlock run ...` only: [`Cli`]'s top level and its `run` subcommand,

@@ -1,6 +1,8 @@
-//! `distlock generate completions|man`: the shell completions and man pages, generated from the
-//! one clap definition (with the exit codes and examples of [`crate::help`]). The committed
-//! copies in `completions/` and `man/` are checked against this by a test.
+//! The shell completions and man pages, generated from the one clap definition (with the exit
+//! codes and examples of [`crate::help`]) by `cargo run --example generate` (for packagers and
+//! after a change to the command line). The committed copies in `completions/` and `man/` are
+//! checked against this by a test (below). Not a subcommand of the shipped binary: clap_complete
+//! and clap_mangen would be about 100 KB of it (2%), for files every package already carries.
 
 use std::path::{Path, PathBuf};
 
@@ -9,27 +11,10 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, italic, roman};
 
 use crate::cli::{self, Generated};
-use crate::error::Error;
-use crate::exit::{self, Code, Exit};
-use crate::output::{Ev, Output};
+use crate::exit;
 
 /// The command that regenerates the committed files (named by the stale-file test).
-pub const REGENERATE: &str = "cargo run -q -- generate";
-
-/// Write the files (into `root/completions` and `root/man`), or fail with the reason.
-pub fn generate(
-    what: Option<Generated>,
-    root: Option<PathBuf>,
-    out: &Output,
-) -> Result<Exit, Error> {
-    let root = root.unwrap_or_else(|| PathBuf::from("."));
-    let written = write_all(what, &root)
-        .map_err(|e| Error::Internal(format!("cannot write into {}: {e}", root.display())))?;
-    for path in written {
-        out.verbose(Ev::Generated, format!("wrote {}", path.display()));
-    }
-    Ok(Exit::from(Code::Success))
-}
+pub const REGENERATE: &str = "cargo run -q --example generate";
 
 /// Write completions and/or man pages under `root`; returns the files written.
 pub fn write_all(what: Option<Generated>, root: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -205,4 +190,96 @@ fn extra_sections(command: &clap::Command, name: &str) -> Roff {
     see.push("redis-server(1)".into());
     roff.text([italic(see.join(", "))]);
     roff
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// Files under `completions/` and `man/` that differ between `committed` and `fresh`
+    /// (missing, extra or changed), as paths relative to the root.
+    fn stale(committed: &Path, fresh: &Path) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for root in [committed, fresh] {
+            for dir in ["completions", "man"] {
+                if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+                    for entry in entries.flatten() {
+                        names.insert(format!("{dir}/{}", entry.file_name().to_string_lossy()));
+                    }
+                }
+            }
+        }
+        names
+            .into_iter()
+            .filter(|name| {
+                std::fs::read(committed.join(name)).ok() != std::fs::read(fresh.join(name)).ok()
+            })
+            .collect()
+    }
+
+    fn generated() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        write_all(None, dir.path()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn committed_completions_and_man_pages_are_current() {
+        let fresh = generated();
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let stale = stale(repo, fresh.path());
+        assert!(
+            stale.is_empty(),
+            "generated files are stale: {}; regenerate them with `{REGENERATE}` and commit them",
+            stale.join(", ")
+        );
+        for shell in [
+            "distlock.bash",
+            "_distlock",
+            "distlock.fish",
+            "distlock.elv",
+            "_distlock.ps1",
+        ] {
+            assert!(repo.join("completions").join(shell).exists(), "{shell}");
+        }
+        for page in [
+            "distlock",
+            "distlock-run",
+            "distlock-status",
+            "distlock-list",
+            "distlock-break",
+            "distlock-acquire",
+            "distlock-renew",
+            "distlock-release",
+        ] {
+            assert!(
+                repo.join("man").join(format!("{page}.1")).exists(),
+                "{page}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stale_file_is_caught() {
+        let fresh = generated();
+        let committed = generated();
+        assert!(stale(committed.path(), fresh.path()).is_empty());
+        let page = committed.path().join("man/distlock-run.1");
+        let text = std::fs::read_to_string(&page)
+            .unwrap()
+            .replace("124", "123");
+        std::fs::write(&page, text).unwrap();
+        std::fs::remove_file(committed.path().join("completions/_distlock")).unwrap();
+        std::fs::write(committed.path().join("man/distlock-old.1"), "gone\n").unwrap();
+        assert_eq!(
+            stale(committed.path(), fresh.path()),
+            [
+                "completions/_distlock",
+                "man/distlock-old.1",
+                "man/distlock-run.1"
+            ]
+        );
+    }
 }

@@ -115,13 +115,6 @@ pub enum CommandConfig {
     Stats(crate::history::StatsConfig),
     /// `distlock check`.
     Check(CheckConfig),
-    /// `distlock generate`.
-    Generate {
-        /// What to write (None: both).
-        what: Option<cli::Generated>,
-        /// Where.
-        out: Option<std::path::PathBuf>,
-    },
 }
 
 /// `distlock check`, decided.
@@ -307,10 +300,6 @@ impl Config {
                 CommandConfig::Stats(history::stats_config(a, global, origins)?)
             }
             cli::Command::Check(args) => CommandConfig::Check(check_config(args, global, origins)?),
-            cli::Command::Generate(args) => CommandConfig::Generate {
-                what: args.what,
-                out: args.out,
-            },
         };
         // From here on, messages name the lock they are about (JSON lines carry its key).
         let output = match command.key() {
@@ -334,7 +323,7 @@ impl CommandConfig {
             CommandConfig::Log(log) => log.name.as_ref().map(LockName::key),
             CommandConfig::Stats(stats) => stats.name.as_ref().map(LockName::key),
             CommandConfig::Check(check) => Some(check.name.key()),
-            CommandConfig::List { .. } | CommandConfig::Generate { .. } => None,
+            CommandConfig::List { .. } => None,
         }
     }
 }

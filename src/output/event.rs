@@ -95,7 +95,6 @@ events! {
     HolderNotBroken = "holder-not-broken", "break: one of several had already left";
     NotBroken = "not-broken", "break: the lock changed hands (1)";
     Broken = "broken", "break: the holder(s) were released (0)";
-    Generated = "generated", "generate: a file was written (-v)";
     // The history commands.
     NoHistory = "no-history", "log/stats: the lock keeps no history";
     HistoryMinority = "history-minority", "log/stats: events a minority recorded";
