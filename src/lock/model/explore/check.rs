@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{Kind, Phase, Req, State, Violation, World};
+use super::{End, Kind, Phase, Req, State, Violation, World};
 use crate::lock::model::{Entry, Keyspace, Resp, Value};
-use crate::lock::protocol::{REFRESH, millis};
+use crate::lock::protocol::{REFRESH, TAKEUP, millis};
 
 /// An interesting state: a run that never reaches one its configuration names fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,6 +30,12 @@ pub enum Sometimes {
     PollingGrant,
     /// Two holders at once (a semaphore).
     TwoHolders,
+    /// The lock was handed to a waiter that had crashed, or that crashed before taking it up.
+    CrashedHead,
+    /// A holder was paused (SIGSTOP) past its kill deadline.
+    PausedHolder,
+    /// The lock handed to a dead waiter (crashed, or paused) lapsed and went to another.
+    DeadHeadPassed,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
@@ -104,6 +110,38 @@ fn holders(v: &BTreeMap<String, Entry>, now: u64) -> Vec<(String, u64)> {
     out
 }
 
+/// The grants still handed (not yet taken up): the mutex's, if its owner hash says so, and
+/// each live slot's whose holder's JSON does.
+fn handed(v: &BTreeMap<String, Entry>, now: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(token) = string(v, "")
+        && hash(v, ":owner").contains_key("handed")
+    {
+        out.push(token);
+    }
+    let held = hash(v, ":holders");
+    for (token, score) in zset(v, ":slots") {
+        if score as u64 >= now
+            && held
+                .get(&token)
+                .and_then(|j| json_field(j, "handed"))
+                .is_some()
+        {
+            out.push(token);
+        }
+    }
+    out
+}
+
+/// The client with `token` is dead: gone (crashed, or done with a request still in line), or
+/// paused.
+fn dead(s: &State, token: &str) -> bool {
+    s.clients
+        .iter()
+        .find(|c| c.token == token)
+        .is_some_and(|c| c.paused || matches!(c.phase, Phase::Done(_)))
+}
+
 /// After a script ran for client `i`: fences, FIFO, expiries, well-formedness, only the
 /// holder changes its own lock, no error.
 pub fn after_exec(
@@ -128,10 +166,12 @@ pub fn after_exec(
     // Fences: a new grant's fence is above every earlier one; a grant seen again keeps its own.
     let held_before: Vec<String> = holders(&b, now).into_iter().map(|(t, _)| t).collect();
     let held_after = holders(&a, now);
+    let mut granted = Vec::new();
     for (t, fence) in &held_after {
         if s.grants.contains(&(t.clone(), *fence)) {
             continue;
         }
+        granted.push(t.clone());
         if held_before.contains(t) {
             return fail(
                 "fences strictly increase per grant",
@@ -156,6 +196,35 @@ pub fn after_exec(
             format!("{token} was answered fence {fence}, which is not the one Redis holds for it"),
         );
     }
+    // A dead head costs at most the take-up window: none once its place lapsed (the lock is
+    // handed only to a waiter whose place is live); the timed part is checked as time passes
+    // (`after_tick`). Follow the latest hand-off until it is taken up or another grant comes.
+    let handed_now = handed(&a, now);
+    let alive_before = zset(&b, ":alive");
+    let now_rel = s.now();
+    for t in &granted {
+        let handed_to_t = handed_now.contains(t);
+        if handed_to_t && alive_before.get(t).is_none_or(|&d| (d as u64) < now) {
+            return fail(
+                "a dead head costs at most the take-up window",
+                format!("the lock was handed to {t}, whose place in line had lapsed"),
+            );
+        }
+        if let Some((h, _)) = &s.handoff
+            && h != t
+            && dead(s, h)
+        {
+            world.reached.insert(Sometimes::DeadHeadPassed);
+        }
+        s.handoff = handed_to_t.then(|| (t.clone(), now_rel));
+    }
+    if let Some((h, _)) = &s.handoff
+        && held_after.iter().any(|(t, _)| t == h)
+        && !handed_now.contains(h)
+    {
+        s.handoff = None;
+    }
+
     if held_after.len() >= 2 {
         world.reached.insert(Sometimes::TwoHolders);
     }
@@ -339,6 +408,68 @@ pub fn after_tick(
             }
         }
     }
+    // A dead head costs at most the take-up window (protocol.rs, module docs: "a dead waiter
+    // costs the line at most TAKEUP"): a lock handed to a waiter that does not take it up
+    // expires after TAKEUP, and the waiter next in line finds it free at its next attempt,
+    // at most REFRESH later (the first in line looks just past the expiry it saw, the others
+    // every REFRESH). So time does not pass the hand-off + TAKEUP + REFRESH without another
+    // grant while a live, notified waiter is in line with only notified waiters before it
+    // (behind a waiter that polls, the bound is that waiter's: not this one), plus the error
+    // backoff (100 ms, waiter.rs `after_failure`) for each of its own requests that was lost.
+    if let Some((h, at)) = &s.handoff {
+        let bound = at + millis(TAKEUP) + millis(REFRESH);
+        let t = s.now();
+        if t > bound {
+            let queue = zset(&b, ":queue");
+            let alive = zset(&b, ":alive");
+            let waiters = hash(&b, ":waiters");
+            let mut line: Vec<(&String, &f64)> = queue.iter().collect();
+            line.sort_by(|x, y| x.1.total_cmp(y.1));
+            for (w, _) in line {
+                if waiters
+                    .get(w)
+                    .and_then(|j| json_field(j, "polls"))
+                    .is_some_and(|p| p == "1")
+                {
+                    break;
+                }
+                let Some(j) = s.clients.iter().position(|c| &c.token == w) else {
+                    continue;
+                };
+                let c = &s.clients[j];
+                let live = matches!(c.phase, Phase::Waiting { .. })
+                    && c.subscribed
+                    && !c.paused
+                    && !world.config.clients[j].polls
+                    && alive.get(w).is_some_and(|&d| d as u64 >= then);
+                let backoff = 100 * u64::from(world.config.losses - c.losses_left);
+                if live && t > bound + backoff {
+                    let what = match &s.clients.iter().find(|c| &c.token == h) {
+                        Some(c) if c.paused => "paused",
+                        Some(c) if c.phase == Phase::Done(End::Crashed) => "crashed",
+                        Some(c) if matches!(c.phase, Phase::Done(_)) => "gone",
+                        _ => "live",
+                    };
+                    return fail(
+                        "a dead head costs at most the take-up window",
+                        format!(
+                            "the lock handed to {h} ({what}) at {at} was not granted again by \
+                             {} (TAKEUP {} + REFRESH {} ms later{}), and {w} waits in line \
+                             at {t}",
+                            bound + backoff,
+                            millis(TAKEUP),
+                            millis(REFRESH),
+                            if backoff > 0 {
+                                format!(", + {backoff} ms for its lost requests")
+                            } else {
+                                String::new()
+                            }
+                        ),
+                    );
+                }
+            }
+        }
+    }
     let held = hash(&b, ":holders");
     let slots_after = zset(&a, ":slots");
     for (t, score) in zset(&b, ":slots") {
@@ -355,16 +486,26 @@ pub fn after_tick(
 /// Checked in every state: at most N holders before their kill deadline, each backed by
 /// Redis until its validity ends, and a free lock with a live notified waiter at the head of
 /// its line is not left so for longer than a refresh.
-pub fn state(world: &World, s: &mut State) -> Result<(), Violation> {
+pub fn state(world: &mut World, s: &mut State) -> Result<(), Violation> {
     let now = s.now();
     let abs = s.redis.now_ms();
     let v = view(&s.redis.keyspace, abs);
+    if let Some((h, _)) = &s.handoff
+        && handed(&v, abs).contains(h)
+        && s.clients
+            .iter()
+            .any(|c| &c.token == h && c.phase == Phase::Done(End::Crashed))
+    {
+        world.reached.insert(Sometimes::CrashedHead);
+    }
     let mut holding = Vec::new();
     let slots = zset(&v, ":slots");
     for c in &s.clients {
         if let Phase::Holding { anchor, ttl, .. } = c.phase {
             if now < world.kill_at(anchor, ttl) {
                 holding.push(c.token.clone());
+            } else if c.paused {
+                world.reached.insert(Sometimes::PausedHolder);
             }
             let backed = string(&v, "").as_deref() == Some(c.token.as_str())
                 || slots

@@ -21,6 +21,7 @@
 //! attempt or renewal that is due): requests take no time, unless lost.
 
 mod check;
+mod symmetry;
 #[cfg(test)]
 mod tests;
 
@@ -66,7 +67,7 @@ impl Mode {
 }
 
 /// What one client does: one wait, one hold, one release.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientSpec {
     /// 1: a mutex; N: a semaphore of N.
     pub limit: u32,
@@ -123,6 +124,13 @@ pub struct Config {
     pub crashes: u8,
     pub pauses: u8,
     pub lost_wakes: u8,
+    /// At most this many faults of any kind (lost requests, replies and wake-ups, crashes,
+    /// pauses) in one trace, on top of the budgets above (`None`: only those).
+    pub max_faults: Option<u8>,
+    /// Clients with the same spec are interchangeable: states that differ only by a renaming of
+    /// such clients (their tokens, in the keyspace and everywhere else) are visited once (see
+    /// `symmetry.rs`).
+    pub symmetry: bool,
     /// Stop (and fail) past this many states.
     pub max_states: usize,
     /// What the run must reach to be more than vacuous.
@@ -155,7 +163,7 @@ impl Config {
         let polls = self.clients.iter().filter(|c| c.polls).count();
         format!(
             "{} clients (limit {}, {} polling), ttl {} ms, claim {} ms, horizon {} ms, \
-             losses {}/client, crashes {}, pauses {}, lost wake-ups {}",
+             losses {}/client, crashes {}, pauses {}, lost wake-ups {}, {}{}",
             self.clients.len(),
             self.limit(),
             polls,
@@ -165,7 +173,16 @@ impl Config {
             self.losses,
             self.crashes,
             self.pauses,
-            self.lost_wakes
+            self.lost_wakes,
+            match self.max_faults {
+                Some(f) => format!("at most {f} faults per trace"),
+                None => "no fault budget".into(),
+            },
+            if self.symmetry {
+                ", symmetry reduction"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -258,11 +275,16 @@ pub struct State {
     pub crashes: u8,
     pub pauses: u8,
     pub lost_wakes: u8,
+    /// What is left of the fault budget (`Config::max_faults`).
+    pub faults: u8,
     /// Every grant seen in the keyspace (token, fence), and the largest fence.
     pub grants: BTreeSet<(String, u64)>,
     pub max_fence: u64,
     /// Since when a free lock has had a live notified waiter at the head of its line.
     pub stuck_since: Option<u64>,
+    /// The latest grant, when it was a hand-off not yet taken up: the waiter handed the lock and
+    /// when (ms after T0). Cleared by its take-up or by the next grant.
+    pub handoff: Option<(String, u64)>,
     pub extra: Extra,
 }
 
@@ -343,6 +365,8 @@ pub struct World {
     keys: Vec<String>,
     claim_ms: u64,
     holder: Holder,
+    /// The groups of interchangeable clients (`Config::symmetry`).
+    groups: Vec<Vec<usize>>,
     pub reached: BTreeSet<Sometimes>,
 }
 
@@ -363,15 +387,23 @@ impl World {
     pub fn new(config: Config, patches: Vec<Patch>) -> Result<World, String> {
         let name = LockName::new("", "k");
         let keys = name.keys().to_vec();
-        Ok(World {
+        if config.symmetry && config.limit() > 1 {
+            // A waiter's reply names the soonest-expiring slot's holder, ties broken by token:
+            // renaming is not a symmetry there (see symmetry.rs).
+            return Err(format!("{}: no symmetry reduction with slots", config.name));
+        }
+        let mut world = World {
             claim_ms: config.claim_ms(),
             config,
             runner: Runner::with_patches(patches)?,
             name,
             keys,
             holder: Holder::default(),
+            groups: Vec::new(),
             reached: BTreeSet::new(),
-        })
+        };
+        world.groups = world.symmetric_groups();
+        Ok(world)
     }
 
     pub fn initial(&self) -> State {
@@ -401,9 +433,11 @@ impl World {
             crashes: self.config.crashes,
             pauses: self.config.pauses,
             lost_wakes: self.config.lost_wakes,
+            faults: self.config.max_faults.unwrap_or(u8::MAX),
             grants: BTreeSet::new(),
             max_fence: 0,
             stuck_since: None,
+            handoff: None,
             extra: Extra::default(),
         }
     }
@@ -431,6 +465,7 @@ impl World {
         let now = s.now();
         let mut out = Vec::new();
         let mut urgent = false;
+        let fault = s.faults > 0;
         for (i, c) in s.clients.iter().enumerate() {
             let spec = &self.config.clients[i];
             if c.orphan.is_some() {
@@ -447,19 +482,19 @@ impl World {
                 urgent = true;
                 if reply.is_none() {
                     out.push(Action::Exec(i));
-                    if c.losses_left > 0 {
+                    if fault && c.losses_left > 0 {
                         out.push(Action::LoseRequest(i));
                     }
                 } else {
                     out.push(Action::Deliver(i));
-                    if c.losses_left > 0 {
+                    if fault && c.losses_left > 0 {
                         out.push(Action::LoseReply(i));
                     }
                 }
             } else if c.wake.is_some() {
                 urgent = true;
                 out.push(Action::Wake(i));
-                if s.lost_wakes > 0 {
+                if fault && s.lost_wakes > 0 {
                     out.push(Action::LoseWake(i));
                 }
             } else if let Phase::Holding { anchor, ttl, .. } = c.phase
@@ -484,10 +519,10 @@ impl World {
                     out.push(Action::GiveUp(i));
                 }
             }
-            if s.crashes > 0 {
+            if fault && s.crashes > 0 {
                 out.push(Action::Crash(i));
             }
-            if s.pauses > 0 && c.inflight.is_none() && c.phase != Phase::Idle {
+            if fault && s.pauses > 0 && c.inflight.is_none() && c.phase != Phase::Idle {
                 out.push(Action::Pause(i));
             }
         }
@@ -586,6 +621,7 @@ impl World {
                 let c = &mut s.clients[i];
                 let (req, _) = c.inflight.take().expect("in flight");
                 c.losses_left -= 1;
+                s.faults -= 1;
                 if matches!(a, Action::LoseRequest(_)) {
                     c.orphan = Some(req);
                 }
@@ -612,6 +648,7 @@ impl World {
             Action::LoseWake(i) => {
                 s.clients[i].wake = None;
                 s.lost_wakes -= 1;
+                s.faults -= 1;
             }
             Action::Crash(i) => {
                 let c = &mut s.clients[i];
@@ -626,10 +663,12 @@ impl World {
                 c.subscribed = false;
                 c.paused = false;
                 s.crashes -= 1;
+                s.faults -= 1;
             }
             Action::Pause(i) => {
                 s.clients[i].paused = true;
                 s.pauses -= 1;
+                s.faults -= 1;
             }
             Action::Resume(i) => s.clients[i].paused = false,
             Action::Tick(t) => {
@@ -879,7 +918,7 @@ pub fn explore(config: Config, patches: Vec<Patch>) -> Result<Explored, Box<Coun
     // Each visited state's parent and the action that led to it (for the trace).
     let mut parents: Vec<(u32, Option<Action>)> = vec![(0, None)];
     let mut frontier: VecDeque<(u32, State, usize)> = VecDeque::new();
-    seen.insert(initial.fingerprint());
+    seen.insert(world.fingerprint(&initial));
     frontier.push_back((0, initial, 0));
     let mut transitions = 0usize;
     let mut depth = 0usize;
@@ -908,7 +947,7 @@ pub fn explore(config: Config, patches: Vec<Patch>) -> Result<Explored, Box<Coun
             transitions += 1;
             match world.step(&state, action) {
                 Ok(next) => {
-                    if seen.insert(next.fingerprint()) {
+                    if seen.insert(world.fingerprint(&next)) {
                         let at = u32::try_from(parents.len()).expect("fewer than 2^32 states");
                         parents.push((index, Some(action)));
                         frontier.push_back((at, next, d + 1));
