@@ -374,7 +374,7 @@ def main():
         bench.REDIS_TOOLS = bench.REDIS_TOOLS + ("distlock-before",)
         bench.LABELS["distlock-before"] = "distlock notify, before the doorbell (f1d9815)"
         bench.LABELS["distlock-notify"] = "distlock notify, doorbell"
-        tools = ["distlock-notify", "distlock-before", "flock"]
+        tools = ["distlock-notify", "flock"] if args.only else ["distlock-notify", "distlock-before", "flock"]
         if bench.shutil.which("etcd") and bench.shutil.which("etcdctl"):
             tools.append("etcdctl")
         args.tools, args.tests = tools, args.tests.split(",")
