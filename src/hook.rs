@@ -59,6 +59,18 @@ const WITHHELD: [&str; 6] = [
     "DISTLOCK_HOOK",
 ];
 
+/// Variables a hook gets only from its event: never inherited (a distlock run inside a hook
+/// of another would otherwise pass that event's on).
+const OURS: [&str; 7] = [
+    "DISTLOCK_ID",
+    "DISTLOCK_EXIT",
+    "DISTLOCK_SIGNAL",
+    "DISTLOCK_WAITED_MS",
+    "DISTLOCK_REASON",
+    "DISTLOCK_HOLDER_HOST",
+    "DISTLOCK_HOLDER_PID",
+];
+
 /// After SIGTERM, how long a hook past its time gets before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(1);
 
@@ -208,7 +220,7 @@ impl Shared {
         state.fired.push(ev);
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(&self.cfg.command).process_group(0);
-        for name in WITHHELD {
+        for name in WITHHELD.iter().chain(&OURS) {
             cmd.env_remove(name);
         }
         cmd.env("DISTLOCK_EVENT", ev.as_str())
