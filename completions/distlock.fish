@@ -68,6 +68,11 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l renew-every -d
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-signal -d 'Signal that stops the command (lock lost, --timeout, --replace) (name or number)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l kill-grace -d 'Time between --kill-signal and SIGKILL (default: 5s, or a fifth of --ttl if shorter)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l timeout -d 'Stop the command if it runs longer than this, release the lock, and exit 79' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l warn-after -d 'Warn once the command has held the lock this long (held-too-long; stored with the lock)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l warn-wait -d 'Warn once the wait for the lock has lasted this long, naming the holder (long-wait)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l hook -d 'Run CMD with /bin/sh -c on the events of --hook-events, the event\'s JSON line on stdin' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l hook-events -d 'The events that run --hook, comma-separated; all adds acquired, released, superseded, replaced' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l hook-timeout -d 'How long distlock waits for a running --hook before it exits (0s: not at all)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r

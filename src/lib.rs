@@ -31,6 +31,8 @@
 //!   process that kills the group if distlock dies or stalls;
 //! * [`wait`]: the acquire loop in small steps (`waiter.rs`, `sleep.rs`) and its display
 //!   (`display.rs`); [`renew`]: the renewal thread;
+//! * [`hook`]: `run --hook`, the command run on events (it hears them through [`output`]'s
+//!   tap; the supervisor hands back the hooks it reaps);
 //! * [`signals`] and [`events`]: the process-wide signal policy, and the one channel the main
 //!   thread waits on (signals, release notifications, renewals);
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface: `protocol.rs` (what
@@ -62,6 +64,7 @@ pub mod events;
 pub mod exit;
 pub mod help;
 pub mod history;
+pub mod hook;
 pub mod lock;
 pub mod output;
 pub mod renew;

@@ -101,6 +101,10 @@ pub struct Supervisor<'a> {
     pub guard: &'a mut Option<Guard>,
     /// When the command must be stopped whatever the lock (`--timeout`), if ever.
     pub time_limit: Option<Moment>,
+    /// When the hold is worth one warning (`--warn-after`, also given), if ever.
+    pub warn_at: Option<(Moment, Duration)>,
+    /// The hooks (`--hook`): the ones this loop reaps are handed back.
+    pub hooks: &'a crate::hook::Hooks,
     /// Messages.
     pub out: &'a Output,
 }
@@ -203,6 +207,19 @@ impl Supervisor<'_> {
             {
                 self.stop_command(&mut st, now, Stop::TimedOut);
             }
+            if let Some((at, after)) = self.warn_at {
+                if now >= at && st.loss.is_none() && st.stop.is_none() && st.status.is_none() {
+                    self.warn_at = None;
+                    self.out.warn(
+                        Ev::HeldTooLong,
+                        format!(
+                            "the command has held the lock for {} (--warn-after {}) and still runs",
+                            crate::text::duration(now - at + after),
+                            crate::text::duration(after)
+                        ),
+                    );
+                }
+            }
             if let Some(at) = st.kill_at {
                 if st.killed_at.is_none() && now >= at {
                     let _ = killpg(self.group, Signal::SIGKILL);
@@ -301,6 +318,9 @@ impl Supervisor<'_> {
             consider(limit);
         }
         if let Some(at) = self.renewer.start_at() {
+            consider(at);
+        }
+        if let (None, None, Some((at, _))) = (&st.loss, &st.stop, self.warn_at) {
             consider(at);
         }
         if let (Some(at), None) = (st.kill_at, st.killed_at) {
@@ -488,8 +508,8 @@ impl Supervisor<'_> {
                 {
                     self.guard_ended(st, status);
                 }
-                // An orphan of the group, reparented to us.
-                Ok(_) => {}
+                // An orphan of the group, reparented to us, or a hook.
+                Ok(status) => self.hooks.reaped(status),
             }
         }
     }

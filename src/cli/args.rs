@@ -215,6 +215,70 @@ pub struct RunArgs {
     )]
     pub timeout: Option<DurationArg>,
 
+    /// Warn once the command has held the lock this long (held-too-long; stored with the lock).
+    ///
+    /// One warning (the held-too-long event, and --hook) while the command goes on running.
+    /// The value is stored with the holder as warn_after_ms: status and list show a hold past
+    /// it, and distlock check warns past it when it is given no -w.
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_WARN_AFTER",
+        value_parser = parse_duration
+    )]
+    pub warn_after: Option<DurationArg>,
+
+    /// Warn once the wait for the lock has lasted this long, naming the holder (long-wait).
+    ///
+    /// One warning (the long-wait event, and --hook); the wait goes on (within --wait).
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_WARN_WAIT",
+        value_parser = parse_duration
+    )]
+    pub warn_wait: Option<DurationArg>,
+
+    /// Run CMD with /bin/sh -c on the events of --hook-events, the event's JSON line on stdin.
+    ///
+    /// To alert: e.g. DISTLOCK_HOOK='curl -fsS -m 10 --data-binary @- "$ALERT_URL"'. Its
+    /// environment is distlock's, without DISTLOCK_TOKEN, DISTLOCK_HELD and DISTLOCK_HOOK,
+    /// with DISTLOCK_EVENT, DISTLOCK_KEY, DISTLOCK_ID (once the lock is held), and when the
+    /// event says them DISTLOCK_EXIT, DISTLOCK_REASON (why a lock was lost), DISTLOCK_WAITED_MS,
+    /// DISTLOCK_HOLDER_HOST and DISTLOCK_HOLDER_PID (who holds it). Nothing is substituted
+    /// into CMD. It runs in a process group of its own, once per event and run; its output
+    /// goes to distlock's stderr (stdout is the command's). For a lost lock it starts after the
+    /// command's group was killed. A hook that fails is a hook-failed warning: distlock's exit
+    /// code stays the command's.
+    #[arg(long, value_name = "CMD", env = "DISTLOCK_HOOK")]
+    pub hook: Option<String>,
+
+    /// The events that run --hook, comma-separated; all adds acquired, released, superseded,
+    /// replaced.
+    ///
+    /// Names as in --log-format json: lost, timed-out, held-too-long (--warn-after),
+    /// long-wait (--warn-wait) and busy (gave up; not with -E 0, a quiet skip) by default.
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "DISTLOCK_HOOK_EVENTS",
+        default_value = "lost,timed-out,held-too-long,long-wait,busy"
+    )]
+    pub hook_events: String,
+
+    /// How long distlock waits for a running --hook before it exits (0s: not at all).
+    ///
+    /// Counted from the hook's start. A hook still running then gets SIGTERM, and SIGKILL a
+    /// second later, and is reported (hook-failed).
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "DISTLOCK_HOOK_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub hook_timeout: DurationArg,
+
     /// The command to run, and its arguments (put them after --).
     #[arg(
         value_name = "COMMAND",
@@ -254,6 +318,9 @@ pub struct CheckArgs {
     pub key: String,
 
     /// WARNING when a holder has held the lock longer than this (its oldest holder's hold).
+    ///
+    /// Default: the --warn-after that holder's distlock run was given (stored with the lock as
+    /// warn_after_ms); none when it was given none.
     #[arg(short = 'w', long, value_name = "DUR", value_parser = parse_duration)]
     pub warning: Option<DurationArg>,
 

@@ -205,6 +205,8 @@ pub struct GlobalArgs {
 }
 
 /// The subcommands.
+// One value per process, parsed once: boxing `run`'s arguments would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command while holding a lock.

@@ -25,6 +25,7 @@ use crate::clock::Moment;
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
+use crate::hook::Hooks;
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
 use crate::output::{Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
@@ -38,8 +39,21 @@ pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     run_with(cfg, lock, out)
 }
 
-/// Run the pipeline on `lock` (opened by [`run`], or the model Redis's in tests).
-pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result<Exit, Error> {
+/// Run the pipeline on `lock` (opened by [`run`], or the model Redis's in tests), then wait
+/// for the hooks it started (bounded by `--hook-timeout`; they never change the exit).
+pub fn run_with(cfg: RunConfig, lock: Box<dyn Lock>, out: &Output) -> Result<Exit, Error> {
+    let (hooks, out) = Hooks::new(cfg.hook.clone(), cfg.take.name.key(), out);
+    let result = pipeline(cfg, lock, &out, &hooks);
+    hooks.finish();
+    result
+}
+
+fn pipeline(
+    cfg: RunConfig,
+    mut lock: Box<dyn Lock>,
+    out: &Output,
+    hooks: &Hooks,
+) -> Result<Exit, Error> {
     // A run of a lock that the run that started us holds: run the command under that lock.
     let resolve = || spawn::resolve(&cfg.argv[0]).map(drop).map_err(Error::from);
     match session::reentry(lock.as_mut(), &cfg.take, resolve, out)? {
@@ -86,23 +100,27 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
         },
     };
 
-    let holder = Holder::this_process(
+    let mut holder = Holder::this_process(
         "run",
         std::process::id(),
         &cfg.argv,
         cfg.take.note.as_deref(),
     );
+    holder.warn_after_ms = cfg
+        .warn_after
+        .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
     let grant = match session.take(&cfg.take, &holder, out)? {
         Taken::Granted(grant) => grant,
         Taken::Exit(exit) => return Ok(exit),
     };
+    hooks.holding(grant.token.as_str());
     let key = crate::text::quote(cfg.take.name.key());
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
     let outcome = match session.interrupted() {
         // A termination signal arrived while we took the lock: do not start the command.
         Some(signal) => Ok(Started::Interrupted(signal)),
-        None => run_locked(&cfg, &mut prepared, &mut session, &grant, out),
+        None => run_locked(&cfg, &mut prepared, &mut session, &grant, out, hooks),
     };
     let (exit, validity) = match outcome {
         Err(e) => {
@@ -135,7 +153,12 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
                     "lost lock {key} while the command ran ({}); the command's process group was terminated",
                     describe_loss(&loss, &cfg)
                 ))
-                .exit(Code::LockLost.get()),
+                .exit(Code::LockLost.get())
+                .reason(match loss {
+                    Loss::NotHeld => "not-held",
+                    Loss::RenewalsFailed { .. } => "renewals-failed",
+                    Loss::GuardFired { .. } => "guard",
+                }),
             );
             return Ok(Exit::from(Code::LockLost));
         }
@@ -203,7 +226,8 @@ pub fn run_with(cfg: RunConfig, mut lock: Box<dyn Lock>, out: &Output) -> Result
                      or overwritten meanwhile, so the command may not have run exclusively",
                     describe_exit(&exit)
                 ))
-                .exit(Code::LockLost.get()),
+                .exit(Code::LockLost.get())
+                .reason("gone-at-release"),
             );
             return Ok(Exit::from(Code::LockLost));
         }
@@ -243,6 +267,7 @@ fn run_locked(
     session: &mut Session,
     grant: &Grant,
     out: &Output,
+    hooks: &Hooks,
 ) -> Result<Started, Error> {
     let lock = session.lock_ref();
     crate::child::become_subreaper();
@@ -317,6 +342,11 @@ fn run_locked(
         renewer,
         guard: &mut prepared.guard,
         time_limit: cfg.timeout.map(|limit| started + limit),
+        // Held since the grant (its request's send time: never later than Redis's count).
+        warn_at: cfg
+            .warn_after
+            .map(|after| (grant.validity.anchor + after, after)),
+        hooks,
         out,
     }
     .run(rx);

@@ -20,8 +20,9 @@ use crate::backend::Servers;
 use crate::cli::{self, Cli};
 use crate::envfile::{self, EnvFile};
 use crate::error::Error;
+use crate::hook::HookConfig;
 use crate::lock::{self, AfterRun, DEFAULT_PREFIX, LockName, Token, Topology};
-use crate::output::{Format, Level, Output};
+use crate::output::{Ev, Format, Level, Output};
 use crate::renew::Deadlines;
 use crate::wait::WaitPolicy;
 
@@ -174,6 +175,8 @@ pub struct TakeConfig {
     pub replace: bool,
     /// How long the lock stays taken after a run that succeeded.
     pub after: AfterRun,
+    /// Say so once when the wait has lasted this long (`run --warn-wait`).
+    pub warn_wait: Option<Duration>,
 }
 
 /// `distlock acquire`, decided.
@@ -198,6 +201,10 @@ pub struct RunConfig {
     pub kill_signal: Signal,
     /// Stop the command after this long (`--timeout`).
     pub timeout: Option<Duration>,
+    /// Say so once when the command has held the lock this long (`--warn-after`).
+    pub warn_after: Option<Duration>,
+    /// `--hook`, when given.
+    pub hook: Option<HookConfig>,
     /// The command.
     pub argv: Vec<OsString>,
 }
@@ -491,6 +498,7 @@ fn take_config(
         supersede: args.supersede,
         replace: args.replace,
         after,
+        warn_wait: None,
     })
 }
 
@@ -637,14 +645,61 @@ fn run_config(
             )));
         }
     }
+    for (name, given) in [
+        ("warn_after", &args.warn_after),
+        ("warn_wait", &args.warn_wait),
+    ] {
+        if let Some(given) = given {
+            if !(Duration::from_millis(1)..=MAX_INTERVAL).contains(&given.value) {
+                return Err(Error::Usage(format!(
+                    "{} is out of range; use 1ms to 31 days",
+                    origins.duration(name, given)
+                )));
+            }
+        }
+    }
+    take.warn_wait = args.warn_wait.map(|w| w.value);
+    let hook = match args.hook.filter(|h| !h.trim().is_empty()) {
+        None => None,
+        Some(command) => Some(HookConfig {
+            command,
+            events: hook_events(&args.hook_events)?,
+            timeout: args.hook_timeout.value,
+        }),
+    };
     Ok(RunConfig {
         take,
         renew_every,
         deadlines,
         kill_signal,
         timeout: args.timeout.map(|t| t.value),
+        warn_after: args.warn_after.map(|w| w.value),
+        hook,
         argv: args.command,
     })
+}
+
+/// `--hook-events`: names of [`crate::hook::EVENTS`], comma-separated, or `all`.
+fn hook_events(list: &str) -> Result<Vec<Ev>, Error> {
+    let mut events = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "all" {
+            events.extend(crate::hook::EVENTS);
+            continue;
+        }
+        match crate::hook::EVENTS.iter().find(|ev| ev.as_str() == name) {
+            Some(ev) => events.push(*ev),
+            None => {
+                let known: Vec<&str> = crate::hook::EVENTS.iter().map(|ev| ev.as_str()).collect();
+                return Err(Error::Usage(format!(
+                    "--hook-events: no event {}; use {} or all",
+                    crate::text::quote(name),
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(events)
 }
 
 /// `d` truncated to whole milliseconds (for defaults that users read back in messages).

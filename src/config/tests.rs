@@ -282,3 +282,33 @@ fn durations_are_echoed_as_written() {
         "{msg}"
     );
 }
+
+#[test]
+fn hook_events_default_all_and_unknown() {
+    let names = |args: &[&str]| -> Vec<&'static str> {
+        let run = parse(args).unwrap();
+        let hook = run.hook.expect("a hook");
+        hook.events.iter().map(|e| e.as_str()).collect()
+    };
+    let hooked = ["-k", "k", "--hook", "true"];
+    assert_eq!(
+        names(&[&hooked[..], &["--", "true"]].concat()),
+        ["lost", "timed-out", "held-too-long", "long-wait", "busy"]
+    );
+    assert_eq!(
+        names(&[&hooked[..], &["--hook-events", " lost, all", "--", "true"]].concat()).len(),
+        10
+    );
+    assert!(
+        usage(&[&hooked[..], &["--hook-events", "renewed", "--", "true"]].concat())
+            .starts_with("--hook-events: no event \"renewed\"; use lost, timed-out, ")
+    );
+    // An empty hook (DISTLOCK_HOOK= in a crontab) is none.
+    assert!(
+        parse(&["-k", "k", "--hook", " ", "--", "true"])
+            .unwrap()
+            .hook
+            .is_none()
+    );
+    assert!(usage(&["-k", "k", "--warn-after", "0s", "--", "true"]).contains("out of range"));
+}

@@ -4,7 +4,8 @@
 //! The hash's fields are part of the documented Redis layout (other tools may read them):
 //! `acquired_at` (ms since the epoch, on the Redis server's clock), `host`, `pid`, `user`,
 //! `command`, `kind` (`run` or `acquire`), `version` (of distlock), `ttl_ms` (the TTL asked
-//! for; `renew` without `--ttl` reuses it), and when present `ci_url` and `note`. The lock's own
+//! for; `renew` without `--ttl` reuses it), and when present `ci_url`, `note` and
+//! `warn_after_ms` (`run --warn-after`). The lock's own
 //! value stays the bare token.
 
 use std::time::Duration;
@@ -36,6 +37,8 @@ pub struct Holder {
     pub ci_url: Option<String>,
     /// `--note`.
     pub note: Option<String>,
+    /// `run --warn-after`, in ms: a hold longer than this is worth a warning.
+    pub warn_after_ms: Option<u64>,
 }
 
 impl Holder {
@@ -55,6 +58,10 @@ impl Holder {
         push("version", &self.version);
         push("ci_url", &self.ci_url);
         push("note", &self.note);
+        push(
+            "warn_after_ms",
+            &self.warn_after_ms.map(|ms| ms.to_string()),
+        );
         fields
     }
 
@@ -77,6 +84,7 @@ impl Holder {
                 "version" => holder.version = value,
                 "ci_url" => holder.ci_url = value,
                 "note" => holder.note = value,
+                "warn_after_ms" => holder.warn_after_ms = value.and_then(|v| v.parse().ok()),
                 "acquired_at" => acquired_at = value.and_then(|v| v.parse().ok()),
                 _ => {}
             }
@@ -135,6 +143,7 @@ impl Holder {
             note: note
                 .filter(|n| !n.is_empty())
                 .map(|n| truncate(n, MAX_NOTE_BYTES)),
+            warn_after_ms: None,
         }
     }
 
@@ -369,6 +378,7 @@ mod tests {
             version: Some("0.1.0".into()),
             ci_url: None,
             note: Some("release 42".into()),
+            warn_after_ms: Some(1_800_000),
         };
         let mut fields: Vec<(String, String)> = holder
             .to_fields()

@@ -62,6 +62,7 @@ events! {
     Acquired = "acquired", "the lock is ours";
     Busy = "busy", "gave up: the lock stayed busy (75, -E)";
     Superseded = "superseded", "a newer waiter took our place (75, -E)";
+    LongWait = "long-wait", "waited --warn-wait; still waiting";
     Reentered = "reentered", "nested run under its parent's lock (-v)";
     Interrupted = "interrupted", "a signal ended the wait, or the start";
     Held = "held", "acquire: held until the TTL ends (-v)";
@@ -73,6 +74,7 @@ events! {
     RenewFailed = "renew-failed", "a renewal failed; retrying";
     RenewRecovered = "renew-recovered", "renewals succeed again";
     RenewerFailed = "renewer-failed", "the renewal thread did not start";
+    HeldTooLong = "held-too-long", "held for --warn-after; still running";
     Lost = "lost", "the lock was lost; command killed (124)";
     TimedOut = "timed-out", "--timeout passed; command stopped (79)";
     Replaced = "replaced", "a newer run replaced this one (75, -E)";
@@ -80,6 +82,7 @@ events! {
     KillStuck = "kill-stuck", "processes survived SIGKILL";
     GuardFailed = "guard-failed", "no guard process could be started";
     GuardReplaced = "guard-replaced", "the guard process died and was replaced";
+    HookFailed = "hook-failed", "--hook failed or ran too long";
     // Releasing.
     Released = "released", "the lock was released (-v)";
     ReleaseFailed = "release-failed", "the release failed; the lock expires";

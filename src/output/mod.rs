@@ -70,6 +70,7 @@ pub struct Msg {
     exit: Option<u8>,
     signal: Option<String>,
     waited_ms: Option<u64>,
+    reason: Option<&'static str>,
     holder: Option<HolderFields>,
 }
 
@@ -107,6 +108,31 @@ impl Msg {
         self
     }
 
+    /// Why: a `lost` line's `not-held`, `renewals-failed`, `guard` or `gone-at-release`.
+    pub fn reason(mut self, reason: &'static str) -> Msg {
+        self.reason = Some(reason);
+        self
+    }
+
+    /// The facts a JSON line carries besides its text, as (field, value) pairs: `exit`,
+    /// `signal`, `waited_ms`, `reason`, `holder_host`, `holder_pid` (the `--hook`'s
+    /// environment).
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        let host = self.holder.as_ref().and_then(|h| h.host.clone());
+        let pid = self.holder.as_ref().and_then(|h| h.pid);
+        [
+            ("exit", self.exit.map(|c| c.to_string())),
+            ("signal", self.signal.clone()),
+            ("waited_ms", self.waited_ms.map(|w| w.to_string())),
+            ("reason", self.reason.map(str::to_owned)),
+            ("holder_host", host),
+            ("holder_pid", pid.map(|p| p.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+    }
+
     /// The holder of the lock, when it stored who it is: its host and process id (as
     /// `HeldBy::who` gives them).
     pub fn holder(mut self, who: Option<(Option<&str>, Option<u32>)>) -> Msg {
@@ -130,6 +156,21 @@ impl From<&str> for Msg {
     }
 }
 
+/// Sees every message about one of its events, whatever the level and the format: the event,
+/// its level (`error` ... `debug`), the message, and the JSON line `--log-format json` prints
+/// for it (`run --hook`, see `crate::hook`).
+pub type Tap = Arc<dyn Fn(Ev, &str, &Msg, &str) + Send + Sync>;
+
+/// A [`Tap`] and the events it wants.
+#[derive(Clone)]
+struct Tapped(Vec<Ev>, Tap);
+
+impl std::fmt::Debug for Tapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Tapped").field(&self.0).finish()
+    }
+}
+
 /// A cheap, clonable handle on the output settings, shared with background threads.
 #[derive(Clone, Debug)]
 pub struct Output {
@@ -143,6 +184,7 @@ struct Inner {
     /// The lock the messages are about (the `key` field of a JSON line).
     key: Option<String>,
     secrets: Vec<String>,
+    tap: Option<Tapped>,
 }
 
 impl Output {
@@ -156,6 +198,7 @@ impl Output {
                 format,
                 key: None,
                 secrets,
+                tap: None,
             }),
         }
     }
@@ -168,6 +211,20 @@ impl Output {
                 format: self.inner.format,
                 key: Some(key.to_owned()),
                 secrets: self.inner.secrets.clone(),
+                tap: self.inner.tap.clone(),
+            }),
+        }
+    }
+
+    /// The same output, that also hands every message about one of `events` to `tap`.
+    pub fn tapped(&self, events: Vec<Ev>, tap: Tap) -> Output {
+        Output {
+            inner: Arc::new(Inner {
+                level: self.inner.level,
+                format: self.inner.format,
+                key: self.inner.key.clone(),
+                secrets: self.inner.secrets.clone(),
+                tap: Some(Tapped(events, tap)),
             }),
         }
     }
@@ -184,27 +241,43 @@ impl Output {
 
     /// An error that explains why distlock exits non-zero. Shown even with `-q`.
     pub fn error(&self, ev: Ev, msg: impl Into<Msg>) {
-        self.emit(Severity::Error, ev, msg.into());
+        self.say(Level::Quiet, Severity::Error, ev, msg.into());
     }
 
     /// Something went wrong but distlock carries on. Hidden by `-q`.
     pub fn warn(&self, ev: Ev, msg: impl Into<Msg>) {
-        if self.inner.level >= Level::Normal {
-            self.emit(Severity::Warning, ev, msg.into());
-        }
+        self.say(Level::Normal, Severity::Warning, ev, msg.into());
     }
 
     /// A normal notice (e.g. "waiting for the lock"). Hidden by `-q`.
     pub fn notice(&self, ev: Ev, msg: impl Into<Msg>) {
-        if self.inner.level >= Level::Normal {
-            self.emit(Severity::Notice, ev, msg.into());
-        }
+        self.say(Level::Normal, Severity::Notice, ev, msg.into());
     }
 
     /// A step explained with `-v`.
     pub fn verbose(&self, ev: Ev, msg: impl Into<Msg>) {
-        if self.inner.level >= Level::Verbose {
-            self.emit(Severity::Debug, ev, msg.into());
+        self.say(Level::Verbose, Severity::Debug, ev, msg.into());
+    }
+
+    /// Print `msg` if the level is at least `from`; hand it to the tap if it wants `ev`.
+    fn say(&self, from: Level, severity: Severity, ev: Ev, msg: Msg) {
+        if let Some(Tapped(events, tap)) = &self.inner.tap {
+            if events.contains(&ev) {
+                let at = SystemTime::now();
+                let line = json_line(
+                    at,
+                    severity,
+                    self.inner.key.as_deref(),
+                    ev,
+                    &self.text(severity, &msg),
+                    &msg,
+                    &|text| self.redact(text),
+                );
+                tap(ev, severity.as_str(), &msg, &line);
+            }
+        }
+        if self.inner.level >= from {
+            self.emit(severity, ev, msg);
         }
     }
 
@@ -238,10 +311,7 @@ impl Output {
 
     /// The line for `msg`, as printed at `at`.
     fn render(&self, at: SystemTime, severity: Severity, ev: Ev, msg: &Msg) -> String {
-        let text = match severity {
-            Severity::Warning => format!("warning: {}", msg.text),
-            _ => msg.text.clone(),
-        };
+        let text = self.text(severity, msg);
         match self.inner.format {
             Format::Text => format!("distlock: {}\n", self.redact(&text)),
             Format::Json => json_line(
@@ -256,6 +326,14 @@ impl Output {
         }
     }
 
+    /// What text mode prints after `distlock: ` (before redaction).
+    fn text(&self, severity: Severity, msg: &Msg) -> String {
+        match severity {
+            Severity::Warning => format!("warning: {}", msg.text),
+            _ => msg.text.clone(),
+        }
+    }
+
     fn write(&self, text: String) {
         // One write call per line so that lines from several threads never interleave. A failed
         // write to stderr has nowhere to be reported.
@@ -265,7 +343,7 @@ impl Output {
 
 /// One message (`text`, and the fields of `msg`) as a JSON line:
 /// `{"ts":"2026-11-23T10:00:00.123Z","level":"notice","key":"deploy","event":"waiting","msg":"lock \"deploy\" is busy; ..."}`,
-/// then the fields the message carries (`exit`, `signal`, `waited_ms`, `holder`). `key` is null
+/// then the fields the message carries (`exit`, `signal`, `waited_ms`, `reason`, `holder`). `key` is null
 /// when the message is about no lock. Every string passes through `redact` before it is encoded
 /// (after encoding, a secret with a quote or a backslash would no longer match); quotes,
 /// backslashes and every control character are escaped, so one message is always one line and
@@ -293,6 +371,8 @@ fn json_line(
         #[serde(skip_serializing_if = "Option::is_none")]
         waited_ms: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         holder: Option<HolderFields>,
     }
     let line = Line {
@@ -304,6 +384,7 @@ fn json_line(
         exit: msg.exit,
         signal: msg.signal.as_deref(),
         waited_ms: msg.waited_ms,
+        reason: msg.reason,
         holder: msg.holder.as_ref().map(|h| HolderFields {
             host: h.host.as_deref().map(redact),
             pid: h.pid,

@@ -67,6 +67,7 @@ pub fn take(
         cfg.wait.limit,
         cfg.report_every,
     );
+    display.warn_after(cfg.warn_wait);
     match wait::acquire(lock, &wait, events, &mut display, out) {
         Waited::Acquired { grant, waited } => {
             out.verbose(

@@ -35,6 +35,8 @@ pub struct WaitDisplay {
     next_report: Option<Instant>,
     /// Redis is failing: since when, the last error, when the wait ends, the next line.
     failing: Option<Failing>,
+    /// `run --warn-wait`, until it is said.
+    warn_wait: Option<Duration>,
 }
 
 struct Failing {
@@ -80,6 +82,39 @@ impl WaitDisplay {
             last: None,
             next_report: None,
             failing: None,
+            warn_wait: None,
+        }
+    }
+
+    /// Say once, naming the holder, when the wait has lasted `after` (`run --warn-wait`).
+    pub fn warn_after(&mut self, after: Option<Duration>) {
+        self.warn_wait = after;
+    }
+
+    /// The `--warn-wait` warning, if it is due (whatever the style: `-q` hides the line, not
+    /// the event).
+    fn long_wait(&mut self, now: Instant) {
+        let (Some(after), Some((holders, position, seen))) = (self.warn_wait, &self.last) else {
+            return;
+        };
+        let waited = now.duration_since(self.start);
+        if waited < after {
+            return;
+        }
+        self.warn_wait = None;
+        let msg = Msg::new(format!(
+            "waited {} for lock {} (--warn-wait {}) and still waiting{}: {}",
+            duration(waited),
+            self.key,
+            duration(after),
+            in_line(*position),
+            aged(holders, now.duration_since(*seen)).summary()
+        ))
+        .holder(holders.first.who())
+        .waited(waited);
+        match &self.style {
+            Style::Spinner(Some((bar, _))) => bar.suspend(|| self.out.warn(Ev::LongWait, msg)),
+            _ => self.out.warn(Ev::LongWait, msg),
         }
     }
 
@@ -241,16 +276,19 @@ impl WaitDisplay {
             Style::Silent => None,
             _ => self.failing.as_ref().map(|f| f.next_report),
         };
-        match (busy, failing) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // Once the lock was seen busy (the warning names its holder).
+        let long_wait = self
+            .warn_wait
+            .filter(|_| self.last.is_some())
+            .map(|after| self.start + after);
+        [busy, failing, long_wait].into_iter().flatten().min()
     }
 
     /// Refresh the spinner, or print the periodic lines when they are due.
     pub fn tick(&mut self) {
         let now = Instant::now();
         self.failing_report(now);
+        self.long_wait(now);
         let Some((holders, position, seen)) = &self.last else {
             return;
         };

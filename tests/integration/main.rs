@@ -19,6 +19,7 @@ mod faults;
 mod generated;
 mod hardening;
 mod history;
+mod hooks;
 mod json_log;
 mod loss;
 mod monitoring;

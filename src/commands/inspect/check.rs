@@ -94,6 +94,8 @@ pub fn judge(
             ),
             _ => (Plugin::Ok, String::new()),
         };
+    // Without -w, the (oldest) holder's own --warn-after, when it stored one.
+    let mut warn_held = limits.warn_held;
     let (held, holders, limit, waiters, oldest_wait) = match &survey.agreed {
         None => {
             state = Plugin::Warning;
@@ -121,8 +123,18 @@ pub fn judge(
                         .as_deref()
                         .map_or("another client".to_owned(), |h| h.summary());
                     // Another client's lock says nothing of when it was taken.
+                    let w = if warn_held.is_some() {
+                        "-w"
+                    } else {
+                        warn_held = h
+                            .holder
+                            .as_deref()
+                            .and_then(|h| h.warn_after_ms)
+                            .map(Duration::from_millis);
+                        "its --warn-after"
+                    };
                     let (s, note) = match h.held_for {
-                        Some(_) => over(for_, limits.warn_held, limits.crit_held, "-w", "-c"),
+                        Some(_) => over(for_, warn_held, limits.crit_held, w, "-c"),
                         None => (Plugin::Ok, " (since when, it does not say)".to_owned()),
                     };
                     state = state.worst(s);
@@ -222,12 +234,7 @@ pub fn judge(
         perf(
             "held",
             &held_text,
-            [
-                &opt_secs(limits.warn_held),
-                &opt_secs(limits.crit_held),
-                "0",
-                "",
-            ],
+            [&opt_secs(warn_held), &opt_secs(limits.crit_held), "0", ""],
         ),
         perf(
             "holders",

@@ -16,6 +16,7 @@ fn holder(host: &str, pid: u32, note: &str) -> Box<Holder> {
         version: None,
         ci_url: None,
         note: Some(note.into()),
+        warn_after_ms: None,
     })
 }
 

@@ -596,6 +596,7 @@ fn holder(client: usize) -> Holder {
         version: Some(crate::VERSION.into()),
         ci_url: (client % 2 == 0).then(|| "https://ci.example/job/1".into()),
         note: (client == 1).then(|| "ünïcode note".into()),
+        warn_after_ms: None,
     }
 }
 

@@ -98,6 +98,7 @@ fn holder_json(h: &Holder) -> HolderJson<'_> {
         version: h.version.as_deref(),
         ci_url: h.ci_url.as_deref(),
         note: h.note.as_deref(),
+        warn_after_ms: h.warn_after_ms,
     }
 }
 
@@ -211,4 +212,7 @@ struct HolderJson<'a> {
     version: Option<&'a str>,
     ci_url: Option<&'a str>,
     note: Option<&'a str>,
+    /// `run --warn-after`, when it was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warn_after_ms: Option<u64>,
 }

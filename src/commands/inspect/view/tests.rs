@@ -20,6 +20,7 @@ fn held(token: &str, fence: u64, pid: u32, note: &str, held_for: u64) -> HeldBy 
             version: Some("0.1.0".into()),
             ci_url: None,
             note: Some(note.into()),
+            warn_after_ms: None,
         })),
         held_for: Some(Duration::from_secs(held_for)),
         token: Some(token.into()),

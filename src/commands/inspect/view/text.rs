@@ -152,7 +152,11 @@ impl View<'_> {
                 let since = aside("since", self.since(held_for));
                 row(
                     "held for",
-                    format!("{}{since}", crate::text::duration(held_for)),
+                    format!(
+                        "{}{since}{}",
+                        crate::text::duration(held_for),
+                        warn_after(held, ", over its --warn-after ", ", --warn-after ")
+                    ),
                 );
             }
             row(
@@ -256,7 +260,13 @@ impl View<'_> {
             who,
             match first {
                 None => "-".into(),
-                Some(h) => h.held_for.map_or_else(|| "?".into(), crate::text::duration),
+                Some(h) => h.held_for.map_or_else(
+                    || "?".into(),
+                    |d| match warn_after(h, " (over ", " (of ") {
+                        w if w.is_empty() => crate::text::duration(d),
+                        w => format!("{}{w})", crate::text::duration(d)),
+                    },
+                ),
             },
             match first.map(|h| h.ttl) {
                 None => "-".into(),
@@ -300,6 +310,25 @@ pub fn newer_note(lock: &NewerLock) -> String {
         env!("CARGO_PKG_VERSION"),
         crate::lock::PROTOCOL
     )
+}
+
+/// `over` or `within` then the holder's `--warn-after` (as it stored it), whichever its hold
+/// is; nothing when it gave none.
+fn warn_after(held: &crate::lock::HeldBy, over: &str, within: &str) -> String {
+    let Some(after) = held
+        .holder
+        .as_ref()
+        .and_then(|h| h.warn_after_ms)
+        .map(std::time::Duration::from_millis)
+    else {
+        return String::new();
+    };
+    let word = if held.held_for.is_some_and(|d| d > after) {
+        over
+    } else {
+        within
+    };
+    format!("{word}{}", crate::text::duration(after))
 }
 
 /// ` (at 2026-11-23T09:58:55Z)`: an instant in parentheses after `word`, or nothing when the
