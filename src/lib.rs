@@ -168,6 +168,7 @@ pub fn main() -> ! {
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Check(check) => commands::inspect::check::check(check),
+            CommandConfig::Metrics(metrics) => commands::metrics::metrics(metrics, out),
             CommandConfig::Generate { what, out: dir } => {
                 commands::generate::generate(what, dir, out)
             }

@@ -95,6 +95,7 @@ events! {
     NotBroken = "not-broken", "break: the lock changed hands (1)";
     Broken = "broken", "break: the holder(s) were released (0)";
     Generated = "generated", "generate: a file was written (-v)";
+    MetricsNotWritten = "metrics-not-written", "metrics: the output not written (74)";
     // The history commands.
     NoHistory = "no-history", "log/stats: the lock keeps no history";
     HistoryMinority = "history-minority", "log/stats: events a minority recorded";
