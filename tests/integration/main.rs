@@ -20,6 +20,7 @@ mod hardening;
 mod history;
 mod json_log;
 mod loss;
+mod metrics;
 mod monitoring;
 mod notices;
 mod operate;
