@@ -51,6 +51,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show a lock''s history: who held it, for how long, who waited, who broke it')
             [CompletionResult]::new('stats', 'stats', [CompletionResultType]::ParameterValue, 'Count a lock''s events and summarise how long holders waited and held it')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN')
+            [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -392,6 +393,31 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'distlock;metrics' {
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Write the metrics to FILE instead of stdout, atomically, mode 0644')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Write the metrics to FILE instead of stdout, atomically, mode 0644')
+            [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Add the label NAME="VALUE" to every series (repeat for more)')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)')
+            [CompletionResult]::new('--replicas-timeout', '--replicas-timeout', [CompletionResultType]::ParameterName, 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of every Redis key distlock writes')
+            [CompletionResult]::new('--redis-timeout', '--redis-timeout', [CompletionResultType]::ParameterName, 'Timeout for connecting to Redis and for each command')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--history', '--history', [CompletionResultType]::ParameterName, 'Keep a history of each lock taken (who held it, how long, who waited) for DUR')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'How messages on stderr are written: text (distlock: ...) or json (one object a line)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors that explain a failing exit of distlock''s own')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'distlock;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run a command while holding a lock')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether a lock is held, by whom, since when, until when, and who waits for it')
@@ -403,6 +429,7 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show a lock''s history: who held it, for how long, who waited, who broke it')
             [CompletionResult]::new('stats', 'stats', [CompletionResultType]::ParameterValue, 'Count a lock''s events and summarise how long holders waited and held it')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN')
+            [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -434,6 +461,9 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;help;check' {
+            break
+        }
+        'distlock;help;metrics' {
             break
         }
         'distlock;help;help' {

@@ -48,6 +48,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand log 'Show a lock''s history: who held it, for how long, who waited, who broke it'
             cand stats 'Count a lock''s events and summarise how long holders waited and held it'
             cand check 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
+            cand metrics 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'distlock;run'= {
@@ -377,6 +378,30 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'distlock;metrics'= {
+            cand -o 'Write the metrics to FILE instead of stdout, atomically, mode 0644'
+            cand --output 'Write the metrics to FILE instead of stdout, atomically, mode 0644'
+            cand --label 'Add the label NAME="VALUE" to every series (repeat for more)'
+            cand --redis 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL'
+            cand --node-timeout 'Redlock only: each node''s time to answer one request (default: 5% of the TTL, 50-500ms)'
+            cand --replicas 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)'
+            cand --replicas-timeout 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)'
+            cand --prefix 'Prefix of every Redis key distlock writes'
+            cand --redis-timeout 'Timeout for connecting to Redis and for each command'
+            cand --tls-ca 'CA certificate bundle (PEM) to trust for rediss:// instead of the system''s roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --history 'Keep a history of each lock taken (who held it, how long, who waited) for DUR'
+            cand --log-format 'How messages on stderr are written: text (distlock: ...) or json (one object a line)'
+            cand -v 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+            cand --verbose 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+            cand -q 'Print nothing but errors that explain a failing exit of distlock''s own'
+            cand --quiet 'Print nothing but errors that explain a failing exit of distlock''s own'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'distlock;help'= {
             cand run 'Run a command while holding a lock'
             cand status 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
@@ -388,6 +413,7 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand log 'Show a lock''s history: who held it, for how long, who waited, who broke it'
             cand stats 'Count a lock''s events and summarise how long holders waited and held it'
             cand check 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
+            cand metrics 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'distlock;help;run'= {
@@ -409,6 +435,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
         &'distlock;help;stats'= {
         }
         &'distlock;help;check'= {
+        }
+        &'distlock;help;metrics'= {
         }
         &'distlock;help;help'= {
         }

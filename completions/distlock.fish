@@ -51,6 +51,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "release" -d 'Rele
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "log" -d 'Show a lock\'s history: who held it, for how long, who waited, who broke it'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "stats" -d 'Count a lock\'s events and summarise how long holders waited and held it'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "check" -d 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
+complete -c distlock -n "__fish_distlock_needs_command" -f -a "metrics" -d 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s k -l key -d 'Name of the lock' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s t -l ttl -d 'Lifetime of the lock in Redis without renewal (from 1s to 24h)' -r
@@ -301,14 +302,33 @@ complete -c distlock -n "__fish_distlock_using_subcommand check" -s v -l verbose
 complete -c distlock -n "__fish_distlock_using_subcommand check" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand check" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "run" -d 'Run a command while holding a lock'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "release" -d 'Release a lock acquired with distlock acquire'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "log" -d 'Show a lock\'s history: who held it, for how long, who waited, who broke it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "stats" -d 'Count a lock\'s events and summarise how long holders waited and held it'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "check" -d 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
-complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -s o -l output -d 'Write the metrics to FILE instead of stdout, atomically, mode 0644' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l label -d 'Add the label NAME="VALUE" to every series (repeat for more)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l redis -d 'Where the lock lives: a Redis URL; several for a Redlock; or a Sentinel or Cluster URL' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l node-timeout -d 'Redlock only: each node\'s time to answer one request (default: 5% of the TTL, 50-500ms)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l replicas -d 'After acquiring and after each renewal, wait until N replicas have the write (WAIT)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l replicas-timeout -d 'How long --replicas waits for the acknowledgements, per write (at most --redis-timeout)' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l prefix -d 'Prefix of every Redis key distlock writes' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l redis-timeout -d 'Timeout for connecting to Redis and for each command' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l tls-ca -d 'CA certificate bundle (PEM) to trust for rediss:// instead of the system\'s roots' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l tls-cert -d 'Client certificate (PEM) for rediss:// servers that require mutual TLS; needs --tls-key' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l history -d 'Keep a history of each lock taken (who held it, how long, who waited) for DUR' -r
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
+json\t'One JSON object per line'"
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c distlock -n "__fish_distlock_using_subcommand metrics" -s V -l version -d 'Print version'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "run" -d 'Run a command while holding a lock'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "status" -d 'Show whether a lock is held, by whom, since when, until when, and who waits for it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "list" -d 'List the locks under the prefix, with holders, age, time left and waiters'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "break" -d 'Break a lock whoever holds it (every holder of a semaphore, or one), after showing who'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "acquire" -d 'Acquire a lock and print its token, for locks that span several CI steps or scripts'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "renew" -d 'Extend a lock acquired with distlock acquire'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "release" -d 'Release a lock acquired with distlock acquire'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "log" -d 'Show a lock\'s history: who held it, for how long, who waited, who broke it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "stats" -d 'Count a lock\'s events and summarise how long holders waited and held it'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "check" -d 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "metrics" -d 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway'
+complete -c distlock -n "__fish_distlock_using_subcommand help; and not __fish_seen_subcommand_from run status list break acquire renew release log stats check metrics help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -243,6 +243,22 @@ pub const LIST_TABLE: &[Row] = &[
     ROW_UNAVAILABLE,
 ];
 
+/// `distlock metrics`.
+pub const METRICS_TABLE: &[Row] = &[
+    Row::of(Code::Success, "written (possibly no lock)"),
+    ROW_USAGE,
+    Row::of(
+        Code::Unavailable,
+        "Redis unreachable (or a majority of a Redlock's nodes), or Redis refused the \
+                  command; the metrics, distlock_up 0, are written all the same",
+    ),
+    Row::of(
+        Code::IoError,
+        "the metrics could not be written (-o FILE's directory missing or not writable, \
+                  disk full, stdout closed with an error)",
+    ),
+];
+
 /// `distlock break`.
 pub const BREAK_TABLE: &[Row] = &[
     Row::of(
@@ -380,6 +396,7 @@ pub fn table(command: &str) -> &'static [Row] {
         "renew" | "release" => TOKEN_TABLE,
         "log" | "stats" => HISTORY_TABLE,
         "check" => CHECK_TABLE,
+        "metrics" => METRICS_TABLE,
         _ => &[],
     }
 }

@@ -92,6 +92,16 @@ pub fn examples(command: &str) -> &'static [Example] {
                 command: "distlock check -k nightly-report --crit-since-success 26h",
             },
         ],
+        "metrics" => &[
+            Example {
+                what: "For node_exporter's textfile collector (every minute, from a timer)",
+                command: "distlock metrics -o /var/lib/prometheus/node-exporter/distlock.prom",
+            },
+            Example {
+                what: "To a Pushgateway",
+                command: "distlock metrics --label redis=prod | curl -fsS --data-binary @- http://pushgateway:9091/metrics/job/distlock",
+            },
+        ],
         "list" => &[
             Example {
                 what: "Every lock under the prefix",
@@ -250,7 +260,7 @@ mod tests {
     fn every_documented_command_has_examples() {
         for command in [
             "run", "status", "list", "break", "acquire", "renew", "release", "log", "stats",
-            "check",
+            "check", "metrics",
         ] {
             assert!(!examples(command).is_empty(), "{command}");
             assert!(!exit::table(command).is_empty(), "{command}");

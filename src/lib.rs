@@ -171,6 +171,7 @@ pub fn main() -> ! {
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Check(check) => commands::inspect::check::check(check),
+            CommandConfig::Metrics(metrics) => commands::metrics::metrics(metrics, out),
         }
     });
     match result {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::values::{DurationArg, WaitMode, parse_duration, parse_signal};
+use super::values::{DurationArg, WaitMode, parse_duration, parse_label, parse_signal};
 use crate::exit::Code;
 
 /// Options shared by the commands that take a lock (`run`, `acquire`).
@@ -356,6 +356,31 @@ pub struct ListArgs {
     /// Print JSON (an array of what status --json prints) instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `distlock metrics`.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Only locks whose key matches this glob (* ? [...]), e.g. 'deploy-*'.
+    #[arg(value_name = "PATTERN", default_value = "*")]
+    pub pattern: String,
+
+    /// Write the metrics to FILE instead of stdout, atomically, mode 0644.
+    ///
+    /// Written to a temporary file in FILE's directory (.NAME.PID.tmp, which node_exporter's
+    /// textfile collector ignores) and renamed over FILE, so that a reader never sees half a
+    /// file; the mode is 0644 whatever the umask, so that node_exporter can read it as another
+    /// user. When Redis cannot be reached, FILE is still replaced, with distlock_up 0, so that
+    /// nothing stale is served.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Add the label NAME="VALUE" to every series (repeat for more).
+    ///
+    /// To tell apart two deployments collected on one host, e.g. --label redis=prod. NAME
+    /// cannot be one distlock sets (key, event, le, host, kind) or start with __.
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_label)]
+    pub label: Vec<(String, String)>,
 }
 
 /// `distlock break`.

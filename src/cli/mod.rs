@@ -311,6 +311,19 @@ pub enum Command {
     /// that the lock can be read. Whatever goes wrong (Redis unreachable, a key that is not a
     /// lock, a bad argument) is UNKNOWN, exit 3, never another code.
     Check(args::CheckArgs),
+
+    /// Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway.
+    ///
+    /// Prometheus' text format (0.0.4): per lock (every lock held, waited for or with a
+    /// history under the prefix; every primary of a Cluster; what a majority of a Redlock's
+    /// nodes agrees on) its holders, limit, waiters, when its oldest holder took it and its
+    /// first waiter joined (Unix timestamps on the Redis server's clock), the holder's
+    /// --warn-after, the holding hosts (distlock_lock_holder_info), a Redlock's split; with a
+    /// history (--history), every event counted (not only those the history still holds),
+    /// wait and hold histograms and when a run last succeeded. distlock_up says whether Redis
+    /// answered. The same state prints the same bytes. Recipes for node_exporter's textfile
+    /// collector, a Pushgateway and alert rules: docs/monitoring.md.
+    Metrics(args::MetricsArgs),
 }
 
 /// The command line of `distlock run ...` only: [`Cli`]'s top level and its `run` subcommand,

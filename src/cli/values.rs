@@ -108,6 +108,37 @@ pub fn parse_signal(text: &str) -> Result<i32, BadValue> {
     }
 }
 
+/// The labels `distlock metrics` sets itself, which `--label` cannot name.
+pub const METRICS_LABELS: [&str; 4] = ["key", "event", "le", "host"];
+
+/// Parse a `--label NAME=VALUE` of `distlock metrics`: a Prometheus label name (letters,
+/// digits, `_`, not a digit first, not `__` first, none of [`METRICS_LABELS`] nor `kind`), and
+/// any value.
+pub fn parse_label(text: &str) -> Result<(String, String), BadValue> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(BadValue(
+            "has no '='; write NAME=VALUE, e.g. redis=prod".into(),
+        ));
+    };
+    let first = name.chars().next();
+    if first.is_none_or(|c| c.is_ascii_digit())
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(BadValue(
+            "has no valid label name before '=' (letters, digits and _, not a digit first), \
+             e.g. redis=prod"
+                .into(),
+        ));
+    }
+    if name.starts_with("__") || METRICS_LABELS.contains(&name) || name == "kind" {
+        return Err(BadValue(format!(
+            "names label {name}, which is reserved (names starting with __) or set by \
+             distlock metrics itself; choose another name"
+        )));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +162,27 @@ mod tests {
         );
         assert!(parse_duration("").is_err());
         assert!(parse_duration("soon").unwrap_err().0.contains("e.g."));
+    }
+
+    #[test]
+    fn labels_need_a_valid_free_name() {
+        assert_eq!(
+            parse_label("redis=a=b \"c\""),
+            Ok(("redis".into(), "a=b \"c\"".into()))
+        );
+        assert_eq!(parse_label("_x1="), Ok(("_x1".into(), String::new())));
+        for bad in [
+            "redis",
+            "=x",
+            "1a=x",
+            "a-b=x",
+            "__name__=x",
+            "key=x",
+            "le=x",
+            "kind=x",
+        ] {
+            assert!(parse_label(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

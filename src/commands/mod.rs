@@ -3,6 +3,7 @@
 pub mod acquire;
 pub mod generate;
 pub mod inspect;
+pub mod metrics;
 pub mod run;
 pub mod token;
 

@@ -116,6 +116,23 @@ pub enum CommandConfig {
     Stats(crate::history::StatsConfig),
     /// `distlock check`.
     Check(CheckConfig),
+    /// `distlock metrics`.
+    Metrics(MetricsConfig),
+}
+
+/// `distlock metrics`, decided.
+#[derive(Debug)]
+pub struct MetricsConfig {
+    /// Where.
+    pub topology: Topology,
+    /// The key prefix.
+    pub prefix: String,
+    /// Glob over keys.
+    pub pattern: String,
+    /// Write here (atomically) instead of stdout.
+    pub output: Option<std::path::PathBuf>,
+    /// Labels added to every series (`--label`), each name once.
+    pub labels: Vec<(String, String)>,
 }
 
 /// `distlock check`, decided.
@@ -307,6 +324,24 @@ impl Config {
                 CommandConfig::Stats(history::stats_config(a, global, origins)?)
             }
             cli::Command::Check(args) => CommandConfig::Check(check_config(args, global, origins)?),
+            cli::Command::Metrics(args) => {
+                lock::validate_pattern(&args.pattern).map_err(Error::Usage)?;
+                if let Some((name, _)) = (args.label.iter().enumerate())
+                    .find(|(i, (name, _))| args.label[..*i].iter().any(|(n, _)| n == name))
+                    .map(|(_, label)| label)
+                {
+                    return Err(Error::Usage(format!(
+                        "--label {name} is given twice; give each label once"
+                    )));
+                }
+                CommandConfig::Metrics(MetricsConfig {
+                    topology: topology(global, origins, None)?,
+                    prefix: checked_prefix(prefix, origins)?.to_owned(),
+                    pattern: args.pattern,
+                    output: args.output,
+                    labels: args.label,
+                })
+            }
         };
         // From here on, messages name the lock they are about (JSON lines carry its key).
         let output = match command.key() {
@@ -330,7 +365,7 @@ impl CommandConfig {
             CommandConfig::Log(log) => log.name.as_ref().map(LockName::key),
             CommandConfig::Stats(stats) => stats.name.as_ref().map(LockName::key),
             CommandConfig::Check(check) => Some(check.name.key()),
-            CommandConfig::List { .. } => None,
+            CommandConfig::List { .. } | CommandConfig::Metrics(_) => None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! the acquire and release scripts that already run write the events. This module names no
 //! redis-rs type.
 
+pub mod counts;
 mod event;
 mod log;
 mod read;

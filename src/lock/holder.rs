@@ -273,6 +273,8 @@ pub struct HeldBy {
     /// The run is over and succeeded, and the mutex stays taken until an interval has passed:
     /// it is free when `ttl` runs out.
     pub cooldown: Option<CoolDown>,
+    /// The holder's `--warn-after` (its metadata field `warn_after_ms`), if it gave one.
+    pub warn_after: Option<Duration>,
 }
 
 /// A mutex kept taken after its run succeeded (`--min-interval`, `--cooldown`): what the owner

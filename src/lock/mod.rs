@@ -345,6 +345,10 @@ pub struct LockState {
     pub limit: u32,
     /// Who waits, first in line first.
     pub waiters: Vec<Waiting>,
+    /// The Redis server's clock when it was inspected (ms since the epoch; 0 when unknown):
+    /// what `held_for` and `waited` count to, so that `now_ms - held_for` is exactly when a
+    /// holder took the lock on that clock.
+    pub now_ms: u64,
 }
 
 impl LockState {

@@ -152,13 +152,20 @@ pub struct Found {
     pub newer: Vec<NewerLock>,
 }
 
-/// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for,
-/// with what is known about it (one SCAN, then one read-only script per lock), and the locks of
-/// a newer protocol, by name (the other locks are listed all the same). Runs on the calling
-/// thread; every Redis command ends by its own timeout.
-pub fn list(connector: &Connector, prefix: &str, pattern: &str) -> Result<Found, BackendError> {
+/// Every lock under `prefix` whose key matches the glob `pattern` that is held or waited for
+/// (`histories`: or that keeps a history), with what is known about it (one SCAN, then one
+/// read-only script per lock), and the locks of a newer protocol, by name (the other locks are
+/// listed all the same). Runs on the calling thread; every Redis command ends by its own
+/// timeout.
+pub fn list(
+    connector: &Connector,
+    prefix: &str,
+    pattern: &str,
+    histories: bool,
+) -> Result<Found, BackendError> {
     // Every primary's keys (a Redis Cluster's locks are spread over its shards).
     let mut keys: Vec<String> = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
     for primary in connector.primaries()? {
         keys.extend(
             primary
@@ -167,6 +174,10 @@ pub fn list(connector: &Connector, prefix: &str, pattern: &str) -> Result<Found,
                 .iter()
                 .filter_map(|redis_key| {
                     let (key, rest) = LockName::split(prefix, redis_key)?;
+                    if histories && rest == ":history" {
+                        kept.push(key.to_owned());
+                        return Some(key.to_owned());
+                    }
                     // A lock shows in its mutex key, its slots or its line (the fence counter
                     // stays after the lock is gone, and says nothing about it); a lock in a
                     // newer layout by its protocol marker, and its inspection then refuses it.
@@ -191,7 +202,7 @@ pub fn list(connector: &Connector, prefix: &str, pattern: &str) -> Result<Found,
             .eval(&INSPECT, &keys, &[], deadline)
             .and_then(|reply| decode_state(&reply));
         match state {
-            Ok(state) if state.is_free() && state.waiters.is_empty() => {}
+            Ok(state) if state.is_free() && state.waiters.is_empty() && !kept.contains(&key) => {}
             Ok(state) => found.locks.push((name, state)),
             // A key of another type that happens to match: not a lock.
             Err(e) if e.is_wrong_type() => {}
@@ -304,7 +315,10 @@ pub fn decode_state(reply: &[Reply]) -> Result<LockState, BackendError> {
     else {
         return Err(unexpected("inspect", reply));
     };
-    let mut state = LockState::default();
+    let mut state = LockState {
+        now_ms: u64::try_from(*now).unwrap_or(0),
+        ..LockState::default()
+    };
     if let [
         token @ Reply::Bytes(_),
         Reply::Int(pttl),
@@ -402,6 +416,7 @@ fn held_by(token: Option<String>, pttl: i64, now_ms: i64, meta: &[Reply]) -> Hel
         fence,
         slot: number("slot").and_then(|n| u32::try_from(n).ok()),
         cooldown,
+        warn_after: ms("warn_after_ms"),
     }
 }
 

@@ -90,13 +90,18 @@ pub struct NewerLock {
 }
 
 /// Every lock under `prefix` whose key matches the glob `pattern` and that is held or waited
-/// for, with what is known about it. On a Redlock: every key any node has, surveyed (as a
-/// majority sees it, with each node's view; a lock in a split is listed as one), and the nodes
-/// that did not answer.
-pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing, BackendError> {
+/// for (`histories`: or that keeps a history), with what is known about it. On a Redlock:
+/// every key any node has, surveyed (as a majority sees it, with each node's view; a lock in a
+/// split is listed as one), and the nodes that did not answer.
+pub fn list(
+    topology: &Topology,
+    prefix: &str,
+    pattern: &str,
+    histories: bool,
+) -> Result<Listing, BackendError> {
     match topology {
         Topology::Single(server) => {
-            let found = protocol::list(server, prefix, pattern)?;
+            let found = protocol::list(server, prefix, pattern, histories)?;
             Ok(Listing {
                 locks: (found.locks.into_iter())
                     .map(|(name, state)| {
@@ -114,7 +119,13 @@ pub fn list(topology: &Topology, prefix: &str, pattern: &str) -> Result<Listing,
         Topology::Redlock {
             nodes,
             node_timeout,
-        } => redlock::list(nodes, *node_timeout, topology.timeout(), prefix, pattern),
+        } => redlock::list(
+            nodes,
+            *node_timeout,
+            topology.timeout(),
+            (prefix, pattern),
+            histories,
+        ),
     }
 }
 

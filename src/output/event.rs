@@ -98,6 +98,7 @@ events! {
     HolderNotBroken = "holder-not-broken", "break: one of several had already left";
     NotBroken = "not-broken", "break: the lock changed hands (1)";
     Broken = "broken", "break: the holder(s) were released (0)";
+    MetricsNotWritten = "metrics-not-written", "metrics: the output not written (74)";
     // The history commands.
     NoHistory = "no-history", "log/stats: the lock keeps no history";
     HistoryMinority = "history-minority", "log/stats: events a minority recorded";

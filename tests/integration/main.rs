@@ -22,6 +22,7 @@ mod history;
 mod hooks;
 mod json_log;
 mod loss;
+mod metrics;
 mod monitoring;
 mod notices;
 mod operate;

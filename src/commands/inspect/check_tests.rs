@@ -29,6 +29,7 @@ fn held(secs: u64) -> HeldBy {
         fence: Some(1),
         slot: None,
         cooldown: None,
+        warn_after: None,
     }
 }
 
@@ -45,6 +46,7 @@ fn lock(holders: Vec<HeldBy>, waiters: Vec<Waiting>) -> Survey {
         limit: if holders.is_empty() { 0 } else { 1 },
         holders,
         waiters,
+        now_ms: 0,
     })
 }
 

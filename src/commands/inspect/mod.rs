@@ -97,7 +97,7 @@ pub fn list(
     json: bool,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let listing = lock::list(&topology, prefix, pattern)
+    let listing = lock::list(&topology, prefix, pattern, false)
         .map_err(|source| Error::redis("cannot list locks", topology.describe(), source))?;
     // Nodes of a Redlock that did not answer: on stderr, so that the table and the JSON keep
     // their shape (each lock's `nodes` in the JSON says it too).

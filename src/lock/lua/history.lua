@@ -14,8 +14,15 @@
 --                      expired; '_w:' .. token -> JSON of a waiter in line (its entry in
 --                      P{K}:waiters), to notice one whose place lapsed after the line's keys
 --                      expired with it (the '_' keeps distlocks that predate it from reading
---                      it as a hold); and '_history_ms' -> how long the history is kept
--- Both expire _history_ms after the last event.
+--                      it as a hold); '_history_ms' -> how long the history is kept; and
+--                      the counters of every event recorded, which the stream's cap does not
+--                      trim (`distlock metrics`): '_n:' .. event -> how many; '_wait:' .. LE
+--                      and '_hold:' .. LE -> how many waits (acquired) and holds (released,
+--                      lost, expired, broken) took at most LE seconds and more than the bound
+--                      before LE (H_BUCKETS, '+Inf' the rest), '_wait_ms' and '_hold_ms' ->
+--                      their sums; '_ok_ms' -> when a run last succeeded (a released event
+--                      with outcome 'exit 0' or none), server ms
+-- Both expire _history_ms after the last event; the counters restart at 0 with a new history.
 --
 -- A history exists once a distlock with --history records into a lock; from then on every
 -- distlock that takes the lock records into it, with the flag or without (the scripts check
@@ -73,6 +80,39 @@ end
 
 local H_META = {'host', 'pid', 'user', 'command', 'note', 'ci_url', 'kind'}
 
+-- The histograms' bucket bounds: ms, and seconds as the counter's name has them.
+local H_BUCKETS = {
+  {100, '0.1'}, {1000, '1'}, {10000, '10'}, {60000, '60'}, {300000, '300'}, {900000, '900'},
+  {3600000, '3600'}, {14400000, '14400'}, {86400000, '86400'},
+}
+
+-- Count event KIND (EXTRA: its fields) beside the stream: the counters in HELD above.
+local function h_count(kind, extra)
+  redis.call('HINCRBY', HELD, '_n:' .. kind, 1)
+  local name, ms = nil, nil
+  if kind == 'acquired' then
+    name, ms = '_wait', extra.waited_ms
+  elseif kind ~= 'gave-up' and kind ~= 'superseded' and not extra.expired then
+    -- (A lost hold that the history no longer knew was counted when it was found expired.)
+    name, ms = '_hold', extra.held_ms
+  end
+  ms = tonumber(ms or '')
+  if ms then
+    local le = '+Inf'
+    for _, b in ipairs(H_BUCKETS) do
+      if ms <= b[1] then
+        le = b[2]
+        break
+      end
+    end
+    redis.call('HINCRBY', HELD, name .. ':' .. le, 1)
+    redis.call('HINCRBY', HELD, name .. '_ms', h_int(ms))
+  end
+  if kind == 'released' and (extra.outcome == nil or extra.outcome == 'exit 0') then
+    redis.call('HSET', HELD, '_ok_ms', h_int(h_now()))
+  end
+end
+
 -- Append event KIND about TOKEN (a full token, of which 8 characters are kept) with holder
 -- metadata META (a table) and EXTRA (a table of event fields).
 local function h_record(kind, token, meta, extra)
@@ -104,6 +144,7 @@ local function h_record(kind, token, meta, extra)
     end
   end
   redis.call(unpack(args))
+  h_count(kind, extra or {})
   h_touch()
 end
 

@@ -51,19 +51,20 @@ pub(super) fn agree(states: &[&LockState], quorum: usize) -> Option<LockState> {
 /// Every lock under `prefix` whose key matches the glob `pattern` on a Redlock over `nodes`
 /// (each lock surveyed with `node_timeout` per node, within `timeout`): every key any node has,
 /// surveyed (as a majority sees it, with each node's view; a lock in a split is listed as
-/// one), and the nodes that did not answer. An error when too few answered.
+/// one; `histories`: free ones too, when some node keeps their history), and the nodes that
+/// did not answer. An error when too few answered.
 pub fn list(
     nodes: &[Connector],
     node_timeout: Duration,
     timeout: Duration,
-    prefix: &str,
-    pattern: &str,
+    (prefix, pattern): (&str, &str),
+    histories: bool,
 ) -> Result<Listing, BackendError> {
     let mut names: Vec<LockName> = Vec::new();
     let mut newer: Vec<NewerLock> = Vec::new();
     let mut silent = Vec::new();
     for node in nodes {
-        match protocol::list(node, prefix, pattern) {
+        match protocol::list(node, prefix, pattern, histories) {
             Ok(found) => {
                 for (name, _) in found.locks {
                     if !names.contains(&name) {
@@ -100,7 +101,7 @@ pub fn list(
             Ok(Survey {
                 agreed: Some(state),
                 ..
-            }) if state.is_free() && state.waiters.is_empty() => {}
+            }) if state.is_free() && state.waiters.is_empty() && !histories => {}
             Ok(survey) => locks.push((name, survey)),
             Err(BackendError::Reply(_)) => {}
             Err(e) => return Err(e),

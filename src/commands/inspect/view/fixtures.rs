@@ -31,5 +31,6 @@ pub fn holding(holders: Vec<HeldBy>) -> LockState {
         holders,
         limit: 1,
         waiters: Vec::new(),
+        now_ms: 0,
     }
 }

@@ -60,6 +60,7 @@ static NO_MAJORITY: LockState = LockState {
     holders: Vec::new(),
     limit: 0,
     waiters: Vec::new(),
+    now_ms: 0,
 };
 
 /// A holder, with the id that names it.

@@ -27,6 +27,7 @@ fn held(token: &str, fence: u64, pid: u32, note: &str, held_for: u64) -> HeldBy 
         fence: Some(fence),
         slot: None,
         cooldown: None,
+        warn_after: None,
     }
 }
 
@@ -65,6 +66,7 @@ fn semaphore() -> LockState {
         ],
         limit: 2,
         waiters: vec![waiting(31, Some("batch 3"), 12, 2), waiting(32, None, 3, 2)],
+        now_ms: 0,
     }
 }
 
@@ -112,6 +114,7 @@ fn a_mutex_keeps_its_layout_plus_its_fence() {
         holders: vec![held("aaaaaaaa-1", 7, 11, "deploy 42", 5)],
         limit: 1,
         waiters: vec![waiting(32, None, 3, 1)],
+        now_ms: 0,
     };
     let view = View::new(&name, &state, now());
     let text = view.text();
@@ -127,6 +130,7 @@ fn a_mutex_keeps_its_layout_plus_its_fence() {
         holders: Vec::new(),
         limit: 0,
         waiters: vec![waiting(32, None, 3, 1)],
+        now_ms: 0,
     };
     let view = View::new(&name, &free, now());
     assert!(view.text().starts_with("lock \"m\" is free\n1 waiting:\n"));
