@@ -1080,6 +1080,14 @@ fn show_entry(e: &super::Entry) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
+        super::Value::List(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(|i| String::from_utf8_lossy(i).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
     };
     match e.expires_at {
         Some(at) => format!("{value} expires at {}", at as i64 - T0_MS as i64),

@@ -268,7 +268,7 @@ pub fn mutants() -> Vec<Mutant> {
         Mutant {
             id: "M5",
             what: "no wake-up on hand-off",
-            old: "    wake(head, 'granted')\n",
+            old: "    wake(head, 'granted', info)\n",
             new: "",
             config: || c1(12_000),
             killed_by: Some("a woken waiter takes up its hand-off at once"),
