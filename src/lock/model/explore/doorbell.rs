@@ -197,7 +197,10 @@ pub fn after_exec(
         if !no_place {
             return Err(Violation {
                 invariant: "no ghost place or grant from a late refresh",
-                detail: format!("{token}'s refresh ran after its release and answered {reply:?}"),
+                detail: format!(
+                    "{token}'s refresh ran after its release and answered {}",
+                    super::show_resp(reply)
+                ),
             });
         }
         world.reached.insert(Sometimes::LateRefreshNoPlace);
@@ -215,7 +218,10 @@ pub fn after_exec(
         {
             return Err(Violation {
                 invariant: "the take-up reaches a doorbell waiter with its grant",
-                detail: format!("{token} popped its turn, and its refresh answered {reply:?}"),
+                detail: format!(
+                    "{token} popped its turn, and its refresh answered {}",
+                    super::show_resp(reply)
+                ),
             });
         }
     }

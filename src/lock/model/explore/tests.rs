@@ -233,7 +233,7 @@ fn c5_small() {
 
 #[test]
 fn c7_small() {
-    run(c7(4_000));
+    run(c7(3_000));
 }
 
 #[test]
