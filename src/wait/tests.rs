@@ -4,8 +4,8 @@
 use super::*;
 use crate::backend::Cancel;
 use crate::events;
-use crate::lock::Queueing;
 use crate::lock::model::{REFRESH, ScriptLock};
+use crate::lock::{Answer, Queueing};
 use crate::lock::{Holder, Token};
 use crate::output::{Format, Level, Output};
 use std::sync::{Arc, Mutex};
@@ -407,4 +407,266 @@ fn a_polling_waiter_ahead_is_served_before_a_notified_one() {
     release(&lock, &token);
     let (waited, _) = join(notified);
     assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+}
+
+// The doorbell (issue 26): a waiter in line blocks on its own list with the take-up sent
+// behind the pop (ScriptLock::ringing, as SingleNode).
+
+/// A waiter on its doorbell (a client of `lock`'s world), once it blocks there.
+fn ringing(lock: &ScriptLock, limit: u32) -> Waiter {
+    let blocked = lock.blocked();
+    let w = waiter_with(
+        lock.ringing(),
+        limit,
+        None,
+        Queueing::Join,
+        WaitMode::Notify,
+    );
+    until("the waiter to block on its doorbell", || {
+        in_line(lock, &w.token) && lock.blocked() > blocked
+    });
+    w
+}
+
+/// The queueing of every attempt `token` sent, in order.
+fn attempts_of(lock: &ScriptLock, token: &Token) -> Vec<Queueing> {
+    lock.world()
+        .attempts
+        .iter()
+        .filter(|(t, _)| t == token.as_str())
+        .map(|(_, q)| *q)
+        .collect()
+}
+
+#[test]
+fn a_hand_off_to_a_doorbell_waiter_is_taken_up_with_its_pop() {
+    let lock = held();
+    let w = ringing(&lock, 1);
+    release(&lock, &Token::from_text("holder"));
+    let token = w.token.clone();
+    let (waited, took) = join(w);
+    let Waited::Acquired { grant, .. } = waited else {
+        panic!("{waited:?}");
+    };
+    assert!(
+        took < Duration::from_secs(2),
+        "{took:?}: rung, not by expiry"
+    );
+    let rung = {
+        let world = lock.world();
+        let mine: Vec<_> = world
+            .rings
+            .iter()
+            .filter(|r| r.token == token.as_str())
+            .cloned()
+            .collect();
+        mine.last().cloned().unwrap()
+    };
+    // The pop took the turn, and the take-up behind it holds the lock from the pipeline's
+    // send time for the claim plus the block (it may have run up to the block after it).
+    assert_eq!(rung.popped.as_deref(), Some("granted"));
+    assert!(rung.behind);
+    assert_eq!(grant.validity.anchor, rung.anchor);
+    assert_eq!(grant.validity.ttl, CLAIM + rung.block);
+    assert!(rung.block > Duration::ZERO);
+    // It joined at once (its turn waits in the list: nothing to lose), then only refreshed,
+    // the last of which took the turn up: no round trip after the pop, no subscription.
+    let mine = attempts_of(&lock, &token);
+    assert_eq!(mine.first(), Some(&Queueing::Join), "{mine:?}");
+    assert!(
+        mine[1..].iter().all(|q| *q == Queueing::Refresh),
+        "{mine:?}"
+    );
+    assert!(lock.subscribed().is_empty());
+    assert_eq!(lock.holders(), [token.as_str()]);
+    // Taken up: the doorbell is gone.
+    assert_eq!(lock.doorbell_of(&token), None);
+}
+
+#[test]
+fn the_doorbell_rings_with_an_expiry_until_it_is_taken_up() {
+    let lock = held();
+    // A client that only joins (it never pops): the push waits in its list, with a TTL.
+    let holder = Holder::default();
+    let token = Token::from_text("waiter");
+    let mut client = lock.ringing();
+    let request = Request {
+        token: &token,
+        claim: CLAIM,
+        ttl: Duration::from_secs(30),
+        holder: &holder,
+        limit: 1,
+        queueing: Queueing::Join,
+        polls: false,
+        after: crate::lock::AfterRun::default(),
+        doorbell: true,
+    };
+    let budget = Budget::within(Duration::from_secs(1));
+    let answer = client.try_acquire(&request, &budget).unwrap();
+    assert!(matches!(answer, Answer::Queued { .. }), "{answer:?}");
+    release(&lock, &Token::from_text("holder"));
+    assert_eq!(
+        lock.doorbell_of(&token),
+        Some((vec!["granted".to_owned()], true))
+    );
+    // Nothing was published for it: the push replaces the message.
+    let turn = client
+        .await_turn(&request, Duration::from_millis(200), &budget)
+        .unwrap();
+    assert!(turn.waited && !turn.refused, "{turn:?}");
+    assert!(matches!(turn.answer, Answer::Granted { .. }), "{turn:?}");
+    assert_eq!(lock.doorbell_of(&token), None);
+}
+
+#[test]
+fn a_late_take_up_after_giving_up_leaves_no_place_and_no_grant() {
+    let lock = held();
+    let client = lock.ringing();
+    // Its take-up, queued behind the pop, arrives after the give-up (a connection whose
+    // bytes the server reads late), instead of being dropped with the connection.
+    client
+        .straggle
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let w = waiter_with(client, 1, None, Queueing::Join, WaitMode::Notify);
+    until("the waiter to block on its doorbell", || {
+        in_line(&lock, &w.token) && lock.blocked() == 1
+    });
+    w.cancel.cancel();
+    // SAFETY: writing one byte from a valid buffer to a valid fd.
+    unsafe { libc::write(w.signal.raw_wake_fd(), [15u8].as_ptr().cast(), 1) };
+    let token = w.token.clone();
+    let (waited, _) = join(w);
+    assert!(
+        matches!(waited, Waited::Interrupted { signal: 15, .. }),
+        "{waited:?}"
+    );
+    assert!(!in_line(&lock, &token));
+    assert_eq!(lock.blocked(), 0, "its connection is gone");
+    // The late take-up finds no place: it neither joins again nor, once the lock is free,
+    // takes it.
+    assert_eq!(lock.run_stragglers(), [Answer::NoPlace]);
+    assert!(!in_line(&lock, &token));
+    assert_eq!(lock.holders(), ["holder"]);
+    assert!(lock.state().waiters.is_empty());
+    release(&lock, &Token::from_text("holder"));
+    assert!(lock.holders().is_empty());
+    assert_eq!(lock.doorbell_of(&token), None);
+}
+
+#[test]
+fn doorbell_waiters_are_served_in_the_order_they_joined() {
+    let lock = held();
+    let waiters: Vec<Waiter> = (0..3).map(|_| ringing(&lock, 1)).collect();
+    let tokens: Vec<Token> = waiters.iter().map(|w| w.token.clone()).collect();
+    release(&lock, &Token::from_text("holder"));
+    let mut order = Vec::new();
+    for w in waiters {
+        let token = w.token.clone();
+        let (waited, _) = join(w);
+        assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+        order.push(token.clone());
+        // The others still wait, blocked on their doorbells, none of which rang.
+        for other in tokens.iter().filter(|t| !order.contains(t)) {
+            assert!(in_line(&lock, other));
+            assert_eq!(lock.doorbell_of(other), None);
+        }
+        release(&lock, &token);
+    }
+    assert_eq!(order, tokens);
+    let world = lock.world();
+    for token in &tokens {
+        assert!(
+            world
+                .rings
+                .iter()
+                .any(|r| r.token == token.as_str() && r.popped.as_deref() == Some("granted")),
+            "each took its turn off its doorbell"
+        );
+    }
+}
+
+#[test]
+fn a_polling_waiter_ahead_of_a_doorbell_waiter_keeps_its_turn() {
+    let lock = held();
+    let polling = waiter_with(lock.client(), 1, None, Queueing::Join, WaitMode::Spin);
+    until("the polling waiter to take its place", || {
+        in_line(&lock, &polling.token)
+    });
+    let rung = ringing(&lock, 1);
+    release(&lock, &Token::from_text("holder"));
+    let token = polling.token.clone();
+    let (waited, _) = join(polling);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(in_line(&lock, &rung.token), "still waiting its turn");
+    assert_eq!(lock.doorbell_of(&rung.token), None, "not rung");
+    // Its release pushes the turn to the doorbell waiter.
+    release(&lock, &token);
+    let bell = rung.token.clone();
+    let (waited, took) = join(rung);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        lock.world()
+            .rings
+            .iter()
+            .any(|r| r.token == bell.as_str() && r.popped.as_deref() == Some("granted"))
+    );
+}
+
+#[test]
+fn a_subscribing_waiter_behind_a_doorbell_waiter_and_the_reverse() {
+    for doorbell_first in [true, false] {
+        let lock = held();
+        let subscribe = |lock: &ScriptLock| {
+            let w = waiter_with(lock.client(), 1, None, Queueing::Join, WaitMode::Notify);
+            until("the subscribing waiter to take its place", || {
+                in_line(lock, &w.token)
+            });
+            w
+        };
+        let (first, second) = if doorbell_first {
+            let first = ringing(&lock, 1);
+            (first, subscribe(&lock))
+        } else {
+            let first = subscribe(&lock);
+            (first, ringing(&lock, 1))
+        };
+        let started = Instant::now();
+        release(&lock, &Token::from_text("holder"));
+        let token = first.token.clone();
+        let (waited, _) = join(first);
+        assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+        assert!(in_line(&lock, &second.token));
+        release(&lock, &token);
+        let (waited, _) = join(second);
+        assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+        // Both woken (pushed or published), neither by a refresh or an expiry.
+        assert!(
+            started.elapsed() < REFRESH,
+            "{:?} (doorbell first: {doorbell_first})",
+            started.elapsed()
+        );
+        // One subscribed, the other did not.
+        assert_eq!(lock.subscribed().len(), 1);
+    }
+}
+
+#[test]
+fn a_refused_doorbell_falls_back_to_release_notifications() {
+    let lock = held();
+    let client = lock.ringing();
+    client
+        .refuse_doorbell
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let w = waiter_with(client, 1, None, Queueing::Join, WaitMode::Notify);
+    until("the waiter to subscribe", || !lock.subscribed().is_empty());
+    let started = Instant::now();
+    release(&lock, &Token::from_text("holder"));
+    let token = w.token.clone();
+    let (waited, _) = join(w);
+    assert!(matches!(waited, Waited::Acquired { .. }), "{waited:?}");
+    assert!(started.elapsed() < REFRESH, "{:?}", started.elapsed());
+    // Woken by a message: its later attempts said it subscribes (no doorbell pushed).
+    assert_eq!(lock.doorbell_of(&token), None);
+    assert!(lock.world().rings.is_empty());
 }

@@ -87,7 +87,11 @@ end
 -- A waiter's later attempt keeps a place, never makes one: an attempt that runs after its
 -- waiter gave up (sent behind a blocking wait on its doorbell, on a connection since dropped)
 -- finds none, and neither joins nor takes a free lock.
+-- (A lock found free with others in line is handed on all the same, as by any script.)
 if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then
+  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', QUEUE) > 0 then
+    hand_off()
+  end
   return {5}
 end
 

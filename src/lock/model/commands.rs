@@ -89,6 +89,7 @@ pub fn call(
         "DEL" | "EXISTS" => -2,
         "SET" | "PEXPIRE" | "PEXPIREAT" | "HDEL" | "ZREM" | "ZRANK" => -3,
         "HSET" | "ZADD" | "ZRANGE" | "ZRANGEBYSCORE" => -4,
+        "LPUSH" => -3,
         "XADD" => panic!(
             "the model Redis has no streams: a script recorded a history (--history), which \
              the model does not cover"
@@ -166,6 +167,32 @@ pub fn call(
         "HGET" | "HGETALL" | "HSET" | "HDEL" => hash(ks, now, &name, args),
         "ZADD" | "ZREM" | "ZSCORE" | "ZCARD" | "ZRANK" | "ZRANGE" | "ZRANGEBYSCORE" => {
             zset(ks, now, &name, args)
+        }
+        "LPUSH" => {
+            let mut new = Vec::new();
+            let items = match ks.lookup(&args[0], now) {
+                None => &mut new,
+                Some(Entry {
+                    value: Value::List(items),
+                    ..
+                }) => items,
+                Some(_) => return Resp::error(WRONGTYPE),
+            };
+            // Each element in turn at the head: `LPUSH k a b` leaves [b, a].
+            for item in &args[1..] {
+                items.insert(0, item.clone());
+            }
+            let len = items.len() as i64;
+            if !new.is_empty() {
+                ks.insert(
+                    &args[0],
+                    Entry {
+                        value: Value::List(new),
+                        expires_at: None,
+                    },
+                );
+            }
+            Resp::Int(len)
         }
         "PUBLISH" => {
             published.push((args[0].clone(), args[1].clone()));

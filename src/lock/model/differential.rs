@@ -168,6 +168,7 @@ static SNAPSHOT: Script = Script::new(
        if ty == 'string' then data = {redis.call('GET', k)}
        elseif ty == 'hash' then data = redis.call('HGETALL', k)
        elseif ty == 'zset' then data = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+       elseif ty == 'list' then data = redis.call('LRANGE', k, 0, -1)
        elseif ty ~= 'none' then data = {'unexpected type ' .. ty} end
        if data then out[#out + 1] = {k, ty, redis.call('PEXPIRETIME', k), data} end
      end
@@ -205,6 +206,7 @@ fn snapshot(conn: &mut Conn) -> (Keyspace, u64) {
                     .map(|p| (Score(parse_score(&bytes(&p[1])).unwrap()), bytes(&p[0])))
                     .collect(),
             ),
+            "list" => Value::List(data.iter().map(bytes).collect()),
             other => panic!("snapshot: type {other}"),
         };
         let expires_at = u64::try_from(*expiry).ok();
@@ -248,6 +250,10 @@ fn show_entry(e: &Entry) -> String {
                 .map(|(s, m)| format!("{}: {}", t(m), s.0))
                 .collect::<Vec<_>>()
                 .join(", ")
+        ),
+        Value::List(items) => format!(
+            "list [{}]",
+            items.iter().map(|i| t(i)).collect::<Vec<_>>().join(", ")
         ),
     };
     match e.expires_at {
@@ -320,6 +326,7 @@ fn same_value(model: &Value, real: &Value, slack: u64) -> bool {
                     m == n && (s == t || (s.0 >= 1e15 && (s.0 - t.0).abs() <= slack as f64))
                 })
         }
+        (Value::List(a), Value::List(b)) => a == b,
         _ => false,
     }
 }
@@ -381,6 +388,14 @@ enum Call {
         claim: u64,
         polls: bool,
         after: AfterRun,
+        /// The waiter waits on its doorbell (`wake = list`): its turn is pushed there.
+        doorbell: bool,
+    },
+    /// A doorbell's pop: `BLPOP` (inside the step's `MULTI`, where it never blocks: the pop of
+    /// a blocked client being served) or `LPOP`.
+    Pop {
+        bell: String,
+        blocking: bool,
     },
     Renew {
         lock: usize,
@@ -436,6 +451,9 @@ struct Plan {
     /// come from holders, most attempts from waiters (refreshing their place, taking up).
     held: Vec<(usize, usize)>,
     waiting: Vec<(usize, usize)>,
+    /// Calls that follow from the last steps, first: the pop of a doorbell that rang (the
+    /// waiter blocked on it is served).
+    follow: std::collections::VecDeque<Call>,
 }
 
 impl Plan {
@@ -461,7 +479,7 @@ impl Plan {
                     forget(&mut self.waiting, (lock, token));
                     self.waiting.push((lock, token));
                 }
-                Some(Int(3)) => forget(&mut self.waiting, (lock, token)),
+                Some(Int(3) | Int(5)) => forget(&mut self.waiting, (lock, token)),
                 _ => {}
             },
             Call::Renew { lock, token, .. } | Call::Holds { lock, token }
@@ -488,6 +506,9 @@ impl Plan {
     }
 
     fn next(&mut self, step: usize, steps: usize) -> Call {
+        if let Some(call) = self.follow.pop_front() {
+            return call;
+        }
         let rng = &mut self.rng;
         // Two long pauses: past the take-up window and a polling waiter's place (3 s), and
         // past every place in line (6 s).
@@ -511,8 +532,12 @@ impl Plan {
         let usual = if lock == 0 { 1 } else { 2 };
         match kind {
             0..40 => {
+                // Odd clients wait on a doorbell (now and then not, as a waiter whose push
+                // was refused), and refresh rather than join after their first attempt.
+                let doorbell = token % 2 == 1 && rng.u32(..8) > 0 || token == 0 && rng.bool();
                 let queueing = match rng.u32(..10) {
                     0..3 => Queueing::Try,
+                    3..5 if doorbell => Queueing::Refresh,
                     3..8 => Queueing::Join,
                     8 => Queueing::Supersede,
                     _ => Queueing::Replace,
@@ -529,8 +554,16 @@ impl Plan {
                         min_interval: (cool && rng.bool()).then(|| Duration::from_millis(300)),
                         cooldown: cool.then(|| Duration::from_millis(120)),
                     },
+                    doorbell,
                 }
             }
+            84..90 => Call::Pop {
+                bell: LockName::new("distlock:", LOCKS[lock]).wake_channel(&format!(
+                    "{:08x}-7e57-4000-8000-{:012x}",
+                    token, self.generation[token]
+                )),
+                blocking: rng.bool(),
+            },
             40..55 => Call::Renew {
                 lock,
                 token,
@@ -611,6 +644,7 @@ fn invocation(call: &Call, plan: &Plan) -> Option<Invocation> {
             claim,
             polls,
             after,
+            doorbell,
         } => {
             let holder = holder(token);
             let token = plan.token(token);
@@ -623,7 +657,7 @@ fn invocation(call: &Call, plan: &Plan) -> Option<Invocation> {
                 queueing,
                 polls,
                 after,
-                doorbell: false,
+                doorbell,
             };
             Invocation {
                 script: &ACQUIRE,
@@ -691,7 +725,7 @@ fn invocation(call: &Call, plan: &Plan) -> Option<Invocation> {
             ],
             decode: |r| r == [crate::backend::Reply::Int(0)],
         },
-        Call::Sleep(_) | Call::Foreign { .. } => return None,
+        Call::Sleep(_) | Call::Foreign { .. } | Call::Pop { .. } => return None,
     })
 }
 
@@ -706,6 +740,9 @@ struct Tally {
     queued: usize,
     handed: usize,
     published: usize,
+    /// Pushes onto a doorbell, and pops that found one.
+    pushed: usize,
+    rang: usize,
 }
 
 #[test]
@@ -743,11 +780,82 @@ fn the_model_answers_every_script_call_as_redis_does() {
         generation: [0; TOKENS],
         held: Vec::new(),
         waiting: Vec::new(),
+        follow: Default::default(),
     };
     let mut tally = Tally::default();
     let (mut before, _) = snapshot(&mut conn);
     for step in 0..steps {
         let call = plan.next(step, steps);
+        if let Call::Pop { bell, blocking } = &call {
+            // Mostly a doorbell that rang (the waiter's pop, served), else any.
+            let rung: Vec<&[u8]> = before
+                .iter()
+                .filter(|(_, e)| matches!(e.value, Value::List(_)))
+                .map(|(k, _)| k)
+                .collect();
+            let bell = match plan.rng.u32(..4) {
+                0 => bell.clone(),
+                _ if rung.is_empty() => bell.clone(),
+                _ => String::from_utf8_lossy(rung[plan.rng.usize(..rung.len())]).into_owned(),
+            };
+            let blocking = *blocking;
+            // The doorbell's pop, bracketed by the server's clock; the model pops at either
+            // end of the bracket (an expiry may fall inside it).
+            conn.send(&[b"MULTI"]);
+            conn.send(&[b"TIME"]);
+            if blocking {
+                conn.send(&[b"BLPOP", bell.as_bytes(), b"0.01"]);
+            } else {
+                conn.send(&[b"LPOP", bell.as_bytes()]);
+            }
+            conn.send(&[b"TIME"]);
+            conn.send(&[b"EXEC"]);
+            for _ in 0..4 {
+                let queued = conn.read();
+                assert!(matches!(queued, Resp::Status(_)), "{queued:?}");
+            }
+            let Resp::Array(exec) = conn.read() else {
+                panic!("EXEC failed")
+            };
+            let (t_before, real, t_after) = (time_us(&exec[0]), exec[1].clone(), time_us(&exec[2]));
+            let (after, read_at) = snapshot(&mut conn);
+            let mut first = None;
+            let mut matched = false;
+            for now in [t_before / 1000, t_after / 1000] {
+                let mut model = before.clone();
+                let reply = match (model.lpop(bell.as_bytes(), now), blocking) {
+                    (None, _) => Resp::Nil,
+                    (Some(item), true) => Resp::Array(vec![
+                        Resp::Bulk(bell.clone().into_bytes()),
+                        Resp::Bulk(item),
+                    ]),
+                    (Some(item), false) => Resp::Bulk(item),
+                };
+                let diffs = keyspace_differences(&model, &after, t_after / 1000, read_at / 1000, 0);
+                if reply == real && diffs.is_empty() {
+                    matched = true;
+                    if reply != Resp::Nil {
+                        tally.rang += 1;
+                    }
+                    break;
+                }
+                first.get_or_insert((reply, diffs));
+            }
+            tally.compared += 1;
+            if !matched {
+                let (reply, diffs) = first.unwrap();
+                panic!(
+                    "step {step} (seed {seed}): the model and Redis differ on {call:?} of {bell}\n\
+                     before:\n{}\nreply: model {}\n       redis {}\nkeyspace:\n  {}",
+                    show_keyspace(&before),
+                    show(&reply),
+                    show(&real),
+                    diffs.join("\n  ")
+                );
+            }
+            before = after;
+            continue;
+        }
         let Some(inv) = invocation(&call, &plan) else {
             match call {
                 Call::Sleep(ms) => std::thread::sleep(Duration::from_millis(ms)),
@@ -878,6 +986,34 @@ fn the_model_answers_every_script_call_as_redis_does() {
                     .iter()
                     .filter(|(_, m)| m == "granted")
                     .count();
+                // Hand-offs to a doorbell: a doorbell that is there after the step and was
+                // not before (or is longer).
+                let rang: Vec<String> = after
+                    .iter()
+                    .filter(|(k, e)| {
+                        let len = |e: &Entry| match &e.value {
+                            Value::List(items) => items.len(),
+                            _ => 0,
+                        };
+                        len(e)
+                            > before
+                                .iter()
+                                .find(|(j, _)| j == k)
+                                .map_or(0, |(_, f)| len(f))
+                    })
+                    .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                    .collect();
+                tally.pushed += rang.len();
+                tally.handed += rang.len();
+                // Most waiters are blocked on their doorbell: the pop is served at once.
+                for bell in rang {
+                    if plan.rng.u32(..4) > 0 {
+                        plan.follow.push_back(Call::Pop {
+                            bell,
+                            blocking: true,
+                        });
+                    }
+                }
                 tally.published += outcome.published.len();
             }
             None if straddles => {
@@ -921,7 +1057,12 @@ fn the_model_answers_every_script_call_as_redis_does() {
     );
     // Not vacuous: the sequence took locks, queued, handed locks on, and met errors.
     assert!(
-        tally.granted > 10 && tally.queued > 10 && tally.handed > 0 && tally.errors > 0,
+        tally.granted > 10
+            && tally.queued > 10
+            && tally.handed > 0
+            && tally.errors > 0
+            && tally.pushed > 0
+            && tally.rang > 0,
         "{tally:?}"
     );
     assert!(

@@ -1,4 +1,4 @@
-//! The model's keyspace: strings, hashes and sorted sets with an optional expiry in ms, expired
+//! The model's keyspace: strings, hashes, sorted sets and lists with an optional expiry in ms, expired
 //! lazily as Redis does (a key is gone once `now > when`; at `now == when` it is alive with a
 //! PTTL of 0). Cheap to clone, hashable and comparable, so that an explorer can keep states.
 //!
@@ -48,6 +48,9 @@ pub enum Value {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// Members ordered by (score, member), as Redis orders them.
     ZSet(Vec<(Score, Vec<u8>)>),
+    /// Elements head first (`LPUSH` adds at the head, `LPOP`/`BLPOP` take the head): a
+    /// waiter's doorbell. Never empty (Redis deletes an emptied list).
+    List(Vec<Vec<u8>>),
 }
 
 /// A key's value and its expiry (absolute, in ms on the server's clock).
@@ -92,6 +95,24 @@ impl Keyspace {
     pub fn expire_all(&mut self, now: u64) {
         self.entries
             .retain(|_, e| e.expires_at.is_none_or(|when| now <= when));
+    }
+
+    /// `LPOP key` (the client's side of a doorbell, and what `BLPOP` does when it is served):
+    /// the head element of the list at `key`, which is deleted once empty; None if there is no
+    /// list there (or another type: the model's callers only pop doorbells).
+    pub fn lpop(&mut self, key: &[u8], now: u64) -> Option<Vec<u8>> {
+        let Some(Entry {
+            value: Value::List(items),
+            ..
+        }) = self.lookup(key, now)
+        else {
+            return None;
+        };
+        let head = (!items.is_empty()).then(|| items.remove(0));
+        if items.is_empty() {
+            self.entries.remove(key);
+        }
+        head
     }
 
     /// Every key and its entry, in key order (expired ones included: see [`Self::expire_all`]).

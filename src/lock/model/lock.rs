@@ -11,6 +11,16 @@
 //! reply lost; any other is not sent), a server that never answers, releases that fail, lost
 //! wake-ups, and a hook that runs while an attempt is on its way.
 //!
+//! The doorbell ([`Lock::await_turn`], on a client made with [`ScriptLock::ringing`]) is
+//! `SingleNode`'s: a blocking pop of the waiter's list with the take-up (mode `refresh`)
+//! queued behind it. The pop is served inside the run of the script that pushed, as Redis
+//! serves a blocked client right after the command that fed its key, or when the block's time
+//! is up; the take-up then runs as a request of its own, so other clients' requests may come
+//! between (Redis runs it in `beforeSleep`, after the commands already read). A waiter that
+//! abandons the wait before its pop is served drops its connection, and with it the take-up
+//! (unless [`ScriptLock::straggle`]: then it arrives late, when the test says, see
+//! [`ScriptLock::run_stragglers`]).
+//!
 //! Time: the model's clock is the wall clock at the world's creation plus the monotonic time
 //! since then (`TIME` answers it in seconds and µs), read inside the mutex so that it never
 //! goes back; scripts see one frozen instant each (Redis 7.2).
@@ -32,7 +42,7 @@ use crate::lock::protocol::{
 use crate::lock::single::Held;
 use crate::lock::{
     AfterRun, Answer, Extended, Lock, LockName, LockState, Ownership, Queueing, Request, Residue,
-    Token, Validity,
+    Token, Turn, Validity,
 };
 
 thread_local! {
@@ -66,6 +76,30 @@ pub struct World {
     pub releases_fail: bool,
     /// Called during each acquire request (a signal that comes meanwhile).
     during_attempt: Option<Hook>,
+    /// Blocked pops (a waiter on its doorbell), in the order they blocked: (id, list key).
+    blocked: Vec<(u64, String)>,
+    /// Pops served while blocked: id -> the element popped.
+    served: HashMap<u64, Vec<u8>>,
+    next_pop: u64,
+    /// Every wait on a doorbell that ended: what it popped, if anything.
+    pub rings: Vec<Rung>,
+    /// Take-ups left behind by a waiter that abandoned its wait (see [`ScriptLock::straggle`]):
+    /// keys and arguments.
+    stragglers: Vec<(Vec<String>, Vec<Vec<u8>>)>,
+}
+
+/// One wait on a doorbell, as the world saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rung {
+    pub token: String,
+    /// How long it could block.
+    pub block: Duration,
+    /// The send time of the pop and the take-up behind it.
+    pub anchor: Moment,
+    /// What the pop took ('granted', 'superseded'), None when its time was up.
+    pub popped: Option<String>,
+    /// The take-up was sent behind the pop (with the claim plus the block), not after it.
+    pub behind: bool,
 }
 
 impl World {
@@ -83,7 +117,51 @@ impl World {
             gave_up: Vec::new(),
             releases_fail: false,
             during_attempt: None,
+            blocked: Vec::new(),
+            served: HashMap::new(),
+            next_pop: 0,
+            rings: Vec::new(),
+            stragglers: Vec::new(),
         }
+    }
+
+    /// `BLPOP key`: served at once if the list has an element (Some(id) with it in `served`),
+    /// otherwise blocked until a push (see [`World::serve_blocked`]).
+    fn block_on(&mut self, key: &str) -> u64 {
+        self.tick();
+        let id = self.next_pop;
+        self.next_pop += 1;
+        let now = self.redis.now_ms();
+        match self.redis.keyspace.lpop(key.as_bytes(), now) {
+            Some(item) => {
+                self.served.insert(id, item);
+            }
+            None => self.blocked.push((id, key.to_owned())),
+        }
+        id
+    }
+
+    /// Serve the blocked pops whose list has an element now, oldest first (what Redis does
+    /// right after the command that pushed).
+    fn serve_blocked(&mut self) {
+        let now = self.redis.now_ms();
+        let mut still = Vec::new();
+        for (id, key) in std::mem::take(&mut self.blocked) {
+            match self.redis.keyspace.lpop(key.as_bytes(), now) {
+                Some(item) => {
+                    self.served.insert(id, item);
+                }
+                None => still.push((id, key)),
+            }
+        }
+        self.blocked = still;
+    }
+
+    /// The pop `id` ends: what it took, or None (its time was up, or its client left); no
+    /// longer blocked either way.
+    fn unblock(&mut self, id: u64) -> Option<Vec<u8>> {
+        self.blocked.retain(|(i, _)| *i != id);
+        self.served.remove(&id)
     }
 
     /// Move the model's clock to now.
@@ -107,6 +185,7 @@ impl World {
                 .borrow_mut()
                 .eval(&mut self.redis, ScriptTime::Frozen, script, keys, args)
         });
+        self.serve_blocked();
         let mut notify = Vec::new();
         for (channel, _) in &outcome.published {
             if self.deaf.contains(channel) {
@@ -150,6 +229,16 @@ pub struct ScriptLock {
     /// A request that got no answer ([`ScriptLock::hang`]) may still be applied, and nothing
     /// can be written behind it (as a `Worker` that left a request in flight).
     left_behind: bool,
+    /// The client waits on its doorbell ([`Lock::has_doorbell`], as `SingleNode`). Off by
+    /// default, so that the engine's tests of the subscribing wait (a Redlock's, an older
+    /// server's) keep running it; see [`ScriptLock::ringing`].
+    pub doorbell: bool,
+    /// The server refuses the doorbell's pop (an ACL user without `+blpop`); the take-up
+    /// behind it runs all the same.
+    pub refuse_doorbell: Arc<AtomicBool>,
+    /// A take-up queued behind a wait that the client abandons is not dropped with its
+    /// connection but arrives late: the test runs it with [`ScriptLock::run_stragglers`].
+    pub straggle: Arc<AtomicBool>,
 }
 
 impl Default for ScriptLock {
@@ -171,6 +260,17 @@ impl ScriptLock {
             uncovered: false,
             joined: false,
             left_behind: false,
+            doorbell: false,
+            refuse_doorbell: Arc::default(),
+            straggle: Arc::default(),
+        }
+    }
+
+    /// Another client of the same world, with knobs of its own, that waits on its doorbell.
+    pub fn ringing(&self) -> ScriptLock {
+        ScriptLock {
+            doorbell: true,
+            ..self.client()
         }
     }
 
@@ -186,6 +286,9 @@ impl ScriptLock {
             uncovered: false,
             joined: false,
             left_behind: false,
+            doorbell: false,
+            refuse_doorbell: Arc::default(),
+            straggle: Arc::default(),
         }
     }
 
@@ -314,6 +417,14 @@ impl ScriptLock {
         }
     }
 
+    /// What a grant holds from now on (as `SingleNode`).
+    fn granted(&mut self, answer: Answer, limit: u32) -> Answer {
+        if let Answer::Granted { .. } = answer {
+            self.held = Some(if limit > 1 { Held::Slot } else { Held::Mutex });
+        }
+        answer
+    }
+
     // What a test does to the world from outside the engine.
 
     /// `token` takes the lock (a slot of `limit`) for `ttl` with a `try` of its own: a holder
@@ -385,6 +496,45 @@ impl ScriptLock {
     /// is read.
     pub fn during_attempt(&self, hook: Hook) {
         self.world().during_attempt = Some(hook);
+    }
+
+    /// Run the take-ups left behind by abandoned waits (see [`ScriptLock::straggle`]), now,
+    /// in the order they were sent; their answers.
+    pub fn run_stragglers(&self) -> Vec<Answer> {
+        let late = std::mem::take(&mut self.world().stragglers);
+        late.into_iter()
+            .map(|(keys, args)| {
+                let reply = self.call(&ACQUIRE, &keys, &args).unwrap();
+                decode_answer(&reply, Moment::now(), Duration::from_secs(1)).unwrap()
+            })
+            .collect()
+    }
+
+    /// The doorbell of `token` (its list), if it has one now: its elements, head first, and
+    /// whether it expires.
+    pub fn doorbell_of(&self, token: &Token) -> Option<(Vec<String>, bool)> {
+        let mut w = self.world();
+        w.tick();
+        let now = w.redis.now_ms();
+        let bell = self.name.wake_channel(token.as_str());
+        w.redis
+            .keyspace
+            .lookup(bell.as_bytes(), now)
+            .map(|e| match &e.value {
+                Value::List(items) => (
+                    items
+                        .iter()
+                        .map(|i| String::from_utf8_lossy(i).into_owned())
+                        .collect(),
+                    e.expires_at.is_some(),
+                ),
+                other => panic!("the doorbell is {other:?}"),
+            })
+    }
+
+    /// How many pops are blocked now.
+    pub fn blocked(&self) -> usize {
+        self.world().blocked.len()
     }
 
     /// The lock as `INSPECT` sees it now.
@@ -495,14 +645,111 @@ impl Lock for ScriptLock {
             other => other?,
         };
         let answer = decode_answer(&reply, anchor, request.claim)?;
-        if let Answer::Granted { .. } = answer {
-            self.held = Some(if request.limit > 1 {
-                Held::Slot
+        Ok(self.granted(answer, request.limit))
+    }
+
+    fn has_doorbell(&self) -> bool {
+        self.doorbell && !self.lineless
+    }
+
+    /// As `SingleNode::await_turn`: the take-up rides behind the pop with the claim plus the
+    /// block when that fits under the TTL (validity anchored at the send time), otherwise it
+    /// is sent after the pop with the claim; a refused pop answers at once, the take-up
+    /// behind it runs all the same, and the waiter subscribes from then on.
+    fn await_turn(
+        &mut self,
+        request: &Request<'_>,
+        block: Duration,
+        budget: &Budget,
+    ) -> Result<Turn, BackendError> {
+        if !self.has_doorbell() {
+            return Err(BackendError::Mismatch("this lock has no doorbell".into()));
+        }
+        let plain = Request {
+            queueing: Queueing::Refresh,
+            doorbell: true,
+            ..request.clone()
+        };
+        let longer = Request {
+            claim: plain.claim + block,
+            ..plain.clone()
+        };
+        let behind = longer.claim <= plain.ttl;
+        if budget.is_cancelled() {
+            return Err(BackendError::Interrupted { sent: false });
+        }
+        let token = request.token.as_str().to_owned();
+        let sent = if behind { &longer } else { &plain };
+        let args = acquire_args(sent, Queueing::Refresh);
+        let anchor = Moment::now();
+        if self.refuse_doorbell.load(Ordering::Relaxed) {
+            let answer = if behind {
+                let reply = self.eval(&ACQUIRE, args, budget)?;
+                decode_answer(&reply, anchor, longer.claim)?
             } else {
-                Held::Mutex
+                self.try_acquire(&plain, budget)?
+            };
+            let answer = self.granted(answer, request.limit);
+            return Ok(Turn {
+                answer,
+                rang: false,
+                waited: false,
+                refused: true,
             });
         }
-        Ok(answer)
+        let bell = self.name.wake_channel(&token);
+        let id = self.world().block_on(&bell);
+        let end = Instant::now() + block;
+        let popped = loop {
+            {
+                let mut w = self.world();
+                w.tick();
+                if w.served.contains_key(&id) || Instant::now() >= end {
+                    break w.unblock(id);
+                }
+            }
+            if budget.is_cancelled() || Instant::now() >= budget.deadline {
+                // The connection is dropped: Redis frees the blocked client and never runs
+                // what was queued behind it (unless it was served meanwhile: then it ran).
+                let served = self.world().unblock(id).is_some();
+                if served && behind {
+                    let _ = self.call(&ACQUIRE, &self.name.keys(), &args);
+                } else if !served && behind && self.straggle.load(Ordering::Relaxed) {
+                    let keys = self.name.keys().to_vec();
+                    self.world().stragglers.push((keys, args));
+                }
+                return Err(if budget.is_cancelled() {
+                    BackendError::Interrupted { sent: true }
+                } else {
+                    BackendError::Timeout {
+                        sent: true,
+                        after: anchor.elapsed(),
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        self.world().rings.push(Rung {
+            token,
+            block,
+            anchor,
+            popped: popped
+                .as_ref()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+            behind,
+        });
+        let answer = if behind {
+            let reply = self.eval(&ACQUIRE, args, budget)?;
+            decode_answer(&reply, anchor, longer.claim)?
+        } else {
+            self.try_acquire(&plain, budget)?
+        };
+        Ok(Turn {
+            answer: self.granted(answer, request.limit),
+            rang: popped.is_some(),
+            waited: true,
+            refused: false,
+        })
     }
 
     fn give_up(&mut self, token: &Token, claim: Duration, budget: &Budget) -> Residue {

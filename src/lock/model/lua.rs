@@ -74,6 +74,8 @@ struct Exec {
     redis: Redis,
     clock: Clock,
     published: Published,
+    /// Commands the script's user may not run (see [`Runner::deny`]).
+    denied: Vec<String>,
 }
 
 /// A Lua VM loaded with Redis' script environment and distlock's scripts.
@@ -84,6 +86,8 @@ pub struct Runner {
     loaded: HashMap<String, Function>,
     /// `pcall(f)` in Lua: the error value as raised (a string, or Redis' `{err = ...}`).
     protected: Function,
+    /// Commands refused to the scripts (see [`Runner::deny`]).
+    denied: Vec<String>,
 }
 
 /// Every script distlock sends (a patch must apply to one of them).
@@ -127,7 +131,15 @@ impl Runner {
             patches,
             loaded: HashMap::new(),
             protected,
+            denied: Vec::new(),
         })
+    }
+
+    /// Refuse `command` to the scripts from now on, as an ACL user without it does: the call
+    /// fails with a `NOPERM` error (raised by `redis.call`, returned by `redis.pcall`). (The
+    /// text of Redis' error is not modelled exactly; the scripts only test that it is one.)
+    pub fn deny(&mut self, command: &str) {
+        self.denied.push(command.to_ascii_uppercase());
     }
 
     /// The script's compiled body (patched), compiled on first use.
@@ -193,6 +205,7 @@ impl Runner {
             redis: std::mem::take(redis),
             clock,
             published: Vec::new(),
+            denied: self.denied.clone(),
         });
         let result = self.protected.call::<MultiValue>(f);
         let exec = lua
@@ -269,8 +282,17 @@ fn sandbox() -> mlua::Result<Lua> {
                 redis,
                 clock,
                 published,
+                denied,
             } = &mut *exec;
-            commands::call(&mut redis.keyspace, clock, &argv, published)
+            let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+            if denied.contains(&name) {
+                Resp::Error(format!(
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    name.to_ascii_lowercase()
+                ))
+            } else {
+                commands::call(&mut redis.keyspace, clock, &argv, published)
+            }
         };
         match reply {
             Resp::Error(e) => Ok((false, LuaValue::Table(error_table(lua, &e)?))),

@@ -36,6 +36,12 @@ pub enum Sometimes {
     PausedHolder,
     /// The lock handed to a dead waiter (crashed, or paused) lapsed and went to another.
     DeadHeadPassed,
+    /// A doorbell waiter's pop took its turn (a hand-off served by a pop).
+    PoppedHandOff,
+    /// Another client's script ran between a doorbell waiter's pop and its refresh.
+    RefreshAfterAnotherStep,
+    /// A refresh ran after its waiter gave up, and found no place.
+    LateRefreshNoPlace,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
@@ -312,6 +318,8 @@ pub fn after_exec(
         .iter()
         .min_by(|x, y| x.1.total_cmp(y.1))
         .map(|(t, _)| t.clone());
+    // (A refresh that finds no place, {5}, hands a free lock on too: C7 found one that did not,
+    // see docs/verification.md.)
     if matches!(req.kind, Kind::Acquire(_) | Kind::Release { .. })
         && !a.contains_key("")
         && zset(&a, ":slots").len() < world.config.limit() as usize

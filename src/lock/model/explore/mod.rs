@@ -21,6 +21,7 @@
 //! attempt or renewal that is due): requests take no time, unless lost.
 
 mod check;
+mod doorbell;
 mod symmetry;
 #[cfg(test)]
 mod tests;
@@ -53,6 +54,11 @@ pub enum Mode {
     Join,
     Supersede,
     Replace,
+    /// A doorbell waiter's later attempt (see `doorbell.rs`): sent behind a pop that blocks
+    /// up to `block` ms, asking for the claim plus `block`; 0: a plain attempt.
+    Refresh {
+        block: u64,
+    },
 }
 
 impl Mode {
@@ -62,6 +68,7 @@ impl Mode {
             Mode::Join => Queueing::Join,
             Mode::Supersede => Queueing::Supersede,
             Mode::Replace => Queueing::Replace,
+            Mode::Refresh { .. } => Queueing::Refresh,
         }
     }
 }
@@ -86,6 +93,8 @@ pub struct ClientSpec {
     pub give_up: bool,
     /// How many renewals before its work ends.
     pub renewals: u8,
+    /// It waits on its doorbell (`wake = list`; see `doorbell.rs`).
+    pub doorbell: bool,
 }
 
 impl ClientSpec {
@@ -102,6 +111,7 @@ impl ClientSpec {
             early_release: true,
             give_up: false,
             renewals: 1,
+            doorbell: false,
         }
     }
 }
@@ -246,6 +256,8 @@ pub struct Client {
     pub losses_left: u8,
     /// Its release ran (for "an orphan landing after a release").
     pub released: bool,
+    /// Its doorbell pipeline (see `doorbell.rs`).
+    pub bell: Option<doorbell::Bell>,
     spin: Backoff,
     no_expiry: Backoff,
 }
@@ -392,6 +404,13 @@ impl World {
             // renaming is not a symmetry there (see symmetry.rs).
             return Err(format!("{}: no symmetry reduction with slots", config.name));
         }
+        if config.symmetry && config.clients.iter().any(|c| c.doorbell) {
+            // A doorbell's key names its waiter's token: symmetry.rs renames values, not keys.
+            return Err(format!(
+                "{}: no symmetry reduction with doorbells",
+                config.name
+            ));
+        }
         let mut world = World {
             claim_ms: config.claim_ms(),
             config,
@@ -415,14 +434,20 @@ impl World {
             .map(|(i, spec)| Client {
                 token: format!("c{i}"),
                 phase: Phase::Idle,
-                next: Some((Kind::Acquire(Mode::Try), spec.start_by)),
+                // waiter.rs `run`: a doorbell waiter joins at once.
+                next: Some((
+                    Kind::Acquire(if spec.doorbell { spec.place } else { Mode::Try }),
+                    spec.start_by,
+                )),
                 inflight: None,
                 orphan: None,
                 wake: None,
-                subscribed: false,
+                // (A doorbell waiter can be woken: its turn is pushed to it.)
+                subscribed: spec.doorbell,
                 paused: false,
                 losses_left: self.config.losses,
                 released: false,
+                bell: None,
                 spin: Backoff::new(SPIN_BASE, SPIN_CAP),
                 no_expiry: Backoff::new(SPIN_CAP, NO_EXPIRY_CAP),
             })
@@ -518,6 +543,8 @@ impl World {
                 if spec.give_up && matches!(c.phase, Phase::Waiting { .. }) {
                     out.push(Action::GiveUp(i));
                 }
+            } else if spec.give_up && doorbell::blocked(c) {
+                out.push(Action::GiveUp(i));
             }
             if fault && s.crashes > 0 {
                 out.push(Action::Crash(i));
@@ -547,6 +574,7 @@ impl World {
                 candidates.push(self.kill_at(anchor, ttl));
             }
         }
+        candidates.extend(doorbell::instants(s));
         let rel = |abs: u64| abs.saturating_sub(T0_MS);
         for (key, entry) in s.redis.keyspace.iter() {
             if let Some(e) = entry.expires_at {
@@ -576,12 +604,21 @@ impl World {
             Action::Send(i) => {
                 let c = &mut s.clients[i];
                 let (kind, _) = c.next.take().expect("a due request");
+                if let Kind::Acquire(Mode::Refresh { block }) = kind
+                    && block > 0
+                {
+                    doorbell::ring(self, &mut s, i, block);
+                    s.redis.keyspace.expire_all(s.redis.now_ms());
+                    check::state(self, &mut s)?;
+                    return Ok(s);
+                }
                 c.inflight = Some((Req { kind, sent: now }, None));
                 if let Kind::Release { .. } = kind {
                     c.phase = Phase::Releasing;
                 }
             }
             Action::Release(i) | Action::GiveUp(i) => {
+                doorbell::abandon(&mut s, i, false);
                 let c = &mut s.clients[i];
                 c.next = None;
                 c.phase = Phase::Releasing;
@@ -604,6 +641,7 @@ impl World {
             Action::Exec(i) => {
                 let req = s.clients[i].inflight.as_ref().expect("in flight").0;
                 let reply = self.exec(&mut s, i, req)?;
+                doorbell::after_exec(self, &mut s, i, req, &reply, false)?;
                 s.clients[i].inflight = Some((req, Some(reply)));
             }
             Action::ExecOrphan(i) => {
@@ -611,7 +649,8 @@ impl World {
                 if matches!(req.kind, Kind::Acquire(_)) && s.clients[i].released {
                     self.reached.insert(Sometimes::OrphanAfterRelease);
                 }
-                self.exec(&mut s, i, req)?;
+                let reply = self.exec(&mut s, i, req)?;
+                doorbell::after_exec(self, &mut s, i, req, &reply, true)?;
             }
             Action::Deliver(i) => {
                 let (req, reply) = s.clients[i].inflight.take().expect("in flight");
@@ -651,6 +690,7 @@ impl World {
                 s.faults -= 1;
             }
             Action::Crash(i) => {
+                doorbell::abandon(&mut s, i, true);
                 let c = &mut s.clients[i];
                 if let Some((req, None)) = c.inflight.take()
                     && c.orphan.is_none()
@@ -676,6 +716,7 @@ impl World {
                 let then = s.redis.now_ms();
                 s.redis.advance_to((T0_MS + t) * 1000);
                 s.redis.keyspace.expire_all(T0_MS + t);
+                doorbell::after_tick(&mut s);
                 check::after_tick(self, &s, &before, then)?;
             }
         }
@@ -690,9 +731,13 @@ impl World {
         let spec = &self.config.clients[i];
         let (script, keys, args) = match req.kind {
             Kind::Acquire(mode) => {
+                let block = match mode {
+                    Mode::Refresh { block } => block,
+                    _ => 0,
+                };
                 let request = Request {
                     token: &token,
-                    claim: Duration::from_millis(self.claim_ms),
+                    claim: Duration::from_millis(self.claim_ms + block),
                     ttl: Duration::from_millis(self.config.ttl_ms),
                     holder: &self.holder,
                     limit: spec.limit,
@@ -702,7 +747,7 @@ impl World {
                         min_interval: spec.min_interval_ms.map(Duration::from_millis),
                         cooldown: spec.cooldown_ms.map(Duration::from_millis),
                     },
-                    doorbell: false,
+                    doorbell: spec.doorbell,
                 };
                 (
                     &ACQUIRE,
@@ -734,6 +779,7 @@ impl World {
         if same_ms {
             self.reached.insert(Sometimes::SameMillisecond);
         }
+        doorbell::before_exec(s, i);
         let outcome = self
             .runner
             .eval(&mut s.redis, ScriptTime::Frozen, script, &keys, &args);
@@ -760,6 +806,7 @@ impl World {
                 c.wake = Some(message.clone());
             }
         }
+        doorbell::serve(self, s);
         check::after_exec(self, s, i, req, &before, &outcome.reply)?;
         Ok(outcome.reply)
     }
@@ -774,8 +821,12 @@ impl World {
         let spec = self.config.clients[i].clone();
         let c = &mut s.clients[i];
         match req.kind {
-            Kind::Acquire(_) => {
-                let claim = Duration::from_millis(self.claim_ms);
+            Kind::Acquire(mode) => {
+                let claim_ms = match mode {
+                    Mode::Refresh { block } => self.claim_ms + block,
+                    _ => self.claim_ms,
+                };
+                let claim = Duration::from_millis(claim_ms);
                 let answer =
                     decode_answer(&replies, moment(req.sent), claim).map_err(|e| Violation {
                         invariant: "every reply decodes",
@@ -785,10 +836,11 @@ impl World {
                     Answer::Granted { .. } => {
                         c.phase = Phase::Holding {
                             anchor: req.sent,
-                            ttl: self.claim_ms,
+                            ttl: claim_ms,
                             renewals: 0,
                         };
-                        c.next = Some((Kind::Renew, self.next_renewal(req.sent, self.claim_ms)));
+                        c.next = Some((Kind::Renew, self.next_renewal(req.sent, claim_ms)));
+                        doorbell::check_grant(self, c, req)?;
                     }
                     // waiter.rs `run`: a busy first attempt subscribes (notify) and takes its
                     // place in line at once (both modes).
@@ -816,8 +868,22 @@ impl World {
                         let sleep = millis(sleep).max(1);
                         c.phase = Phase::Waiting { position };
                         c.next = Some((Kind::Acquire(spec.place), now + sleep));
+                        // waiter.rs `run`: in line, a doorbell waiter waits on it for the
+                        // sleep, the refresh behind (when the claim plus the wait fits under
+                        // the TTL: otherwise, here, a plain refresh after the sleep).
+                        if spec.doorbell {
+                            c.next = Some(if self.claim_ms + sleep <= self.config.ttl_ms {
+                                (Kind::Acquire(Mode::Refresh { block: sleep }), now)
+                            } else {
+                                (Kind::Acquire(Mode::Refresh { block: 0 }), now + sleep)
+                            });
+                        }
                     }
-                    // (These clients never refresh: they join on every attempt.)
+                    // waiter.rs `found`: our place was gone: join again at once.
+                    Answer::NoPlace if spec.doorbell => {
+                        c.next = Some((Kind::Acquire(spec.place), now));
+                    }
+                    // (The other clients never refresh: they join on every attempt.)
                     Answer::NoPlace => {
                         return Err(Violation {
                             invariant: "every reply decodes",
@@ -894,6 +960,10 @@ impl World {
         match req.kind {
             // waiter.rs `after_failure`: the attempt is made again after the error backoff
             // (its first ceiling, 100 ms), with the same token (the lost one may still land).
+            // (A doorbell waiter's: a plain refresh, waiter.rs `attempt`.)
+            Kind::Acquire(Mode::Refresh { .. }) => {
+                c.next = Some((Kind::Acquire(Mode::Refresh { block: 0 }), now + 100))
+            }
             Kind::Acquire(mode) => c.next = Some((Kind::Acquire(mode), now + 100)),
             // renew.rs `renew_loop`: a failed renewal is retried at once, until the kill.
             Kind::Renew => c.next = Some((Kind::Renew, now)),
@@ -1116,6 +1186,14 @@ fn show_entry(e: &super::Entry) -> String {
             members
                 .iter()
                 .map(|(s, m)| format!("{}:{}", String::from_utf8_lossy(m), show_score(s.0)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        super::Value::List(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(|i| String::from_utf8_lossy(i).into_owned())
                 .collect::<Vec<_>>()
                 .join(" ")
         ),

@@ -74,6 +74,9 @@ fn signature(s: &State, c: &Client) -> u64 {
                     }
                 }
             }
+            // Doorbells hold messages, never tokens (and a world with doorbells has no
+            // symmetry reduction: their keys name tokens).
+            Value::List(_) => {}
         }
     }
     for (t, fence) in &s.grants {
@@ -105,6 +108,7 @@ fn rename_keyspace(ks: &Keyspace, rename: &BTreeMap<Vec<u8>, Vec<u8>>) -> Keyspa
                 members.sort();
                 Value::ZSet(members)
             }
+            Value::List(items) => Value::List(items.clone()),
         };
         out.insert(
             key,

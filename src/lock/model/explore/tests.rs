@@ -204,6 +204,24 @@ pub fn dead_head() -> Config {
     })
 }
 
+/// C7: the doorbell (issue 26): a subscribing client and two doorbell waiters (one gives
+/// up), a crash (short timing).
+pub fn c7(horizon_ms: u64) -> Config {
+    with(fast(c1(horizon_ms)), "C7 doorbell", |c| {
+        c.clients[1].doorbell = true;
+        c.clients[1].give_up = true;
+        c.clients[2].doorbell = true;
+        c.clients[2].give_up = false;
+        c.crashes = 1;
+        c.sometimes = vec![
+            Sometimes::PoppedHandOff,
+            Sometimes::RefreshAfterAnotherStep,
+            Sometimes::LateRefreshNoPlace,
+            Sometimes::Renewed,
+        ];
+    })
+}
+
 /// C2 with two clients, for `cargo test` and the mutants.
 pub fn c2_two(horizon_ms: u64) -> Config {
     with(
@@ -253,6 +271,11 @@ fn c5_small() {
 }
 
 #[test]
+fn c7_small() {
+    run(c7(3_000));
+}
+
+#[test]
 fn c6_small() {
     run(c6(12_000));
 }
@@ -271,6 +294,30 @@ pub struct Mutant {
 /// The mutants of the scripts (see `docs/verification.md`, "Mutants").
 pub fn mutants() -> Vec<Mutant> {
     vec![
+        Mutant {
+            id: "D1",
+            what: "a refresh without a place joins the line again",
+            old: "if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then\n  return {5}\nend\n",
+            new: "",
+            config: || c7(4_000),
+            killed_by: Some("no ghost place or grant from a late refresh"),
+        },
+        Mutant {
+            id: "D2",
+            what: "a doorbell pushed without an expiry",
+            old: "      redis.call('PEXPIRE', bell, tonumber(info.takeup_ms or '3000') or 3000)\n",
+            new: "",
+            config: || c7(4_000),
+            killed_by: Some("every key but the fence has a TTL"),
+        },
+        Mutant {
+            id: "D3",
+            what: "a take-up that leaves the doorbell",
+            old: "    redis.call('HDEL', OWNER, 'handed')\n    redis.call('DEL', LOCK .. ':wake:' .. token)\n",
+            new: "    redis.call('HDEL', OWNER, 'handed')\n",
+            config: || c7(4_000),
+            killed_by: Some("a doorbell is gone after a take-up or a give-up"),
+        },
         Mutant {
             id: "M1",
             what: "renew without the token check",
@@ -307,7 +354,7 @@ pub fn mutants() -> Vec<Mutant> {
         Mutant {
             id: "M5",
             what: "no wake-up on hand-off",
-            old: "    wake(head, 'granted')\n",
+            old: "    wake(head, 'granted', info)\n",
             new: "",
             config: || c1(12_000),
             killed_by: Some("a woken waiter takes up its hand-off at once"),
