@@ -55,7 +55,7 @@ events! {
     SubscribeFailed = "subscribe-failed", "no release notifications; polling";
     SubscriptionLost = "subscription-lost", "release notifications were cut (-v)";
     SubscriptionRestored = "subscription-restored", "release notifications are back (-v)";
-    DoorbellRefused = "doorbell-refused", "the server refuses the doorbell; subscribing (-v)";
+    DoorbellRefused = "doorbell-refused", "no doorbell (+blpop); subscribing (-v)";
     RedisFailing = "redis-failing", "Redis fails while waiting; retrying";
     RedisRecovered = "redis-recovered", "Redis answers again";
     TakenBack = "taken-back", "an unanswered attempt was undone (-v)";

@@ -297,8 +297,8 @@ pub fn mutants() -> Vec<Mutant> {
         Mutant {
             id: "D1",
             what: "a refresh without a place joins the line again",
-            old: "if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then\n  return {5}\nend\n",
-            new: "",
+            old: "if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then\n",
+            new: "if false then\n",
             config: || c7(4_000),
             killed_by: Some("no ghost place or grant from a late refresh"),
         },
