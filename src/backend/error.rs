@@ -271,7 +271,7 @@ impl BackendError {
 
 /// What an ACL user needs for distlock (docs/protocol.md's "Redis key layout" and the topology
 /// sections of docs/guide.md say the same).
-const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time +xadd +xrange +xrevrange +lpush +blpop, +scan for list, +select for a database other than 0; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
+const ACL_HINT: &str = "the Redis user needs ~distlock:* &distlock:* +evalsha +eval +script|load +subscribe +get +set +del +exists +pexpire +pexpireat +pttl +publish +hset +hget +hgetall +hdel +zadd +zrange +zrangebyscore +zrank +zscore +zrem +zcard +time +xadd +xrange +xrevrange +hincrby +lpush +blpop, +scan for list, +select for a database other than 0; behind Sentinel also +role (and on the sentinels +sentinel|get-master-addr-by-name); on a Cluster also +cluster|slots +asking";
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -332,7 +332,11 @@ fn the_docs_show_exactly_the_tested_ci_examples() {
         );
     }
     for (page, text) in &pages {
-        for block in yaml_blocks(text) {
+        // (Prometheus alert rules are YAML too: metrics.rs checks them with promtool.)
+        for block in yaml_blocks(text)
+            .into_iter()
+            .filter(|b| !b.starts_with("```yaml\ngroups:"))
+        {
             assert!(
                 tested.contains(&block.as_str()),
                 "every CI example of the documentation is run here: {page} shows one that is \

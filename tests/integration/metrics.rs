@@ -292,3 +292,31 @@ fn a_redlock_with_a_node_down_shows_the_majority() {
     release(&dir);
     assert_eq!(finish(holder).status.code(), Some(0));
 }
+
+/// The alert rules docs/monitoring.md shows (its YAML block of `groups:`) are valid Prometheus
+/// rules: `promtool check rules` accepts them.
+#[test]
+fn the_documented_alert_rules_pass_promtool() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/monitoring.md"),
+    )
+    .unwrap();
+    let start = page
+        .find("```yaml\ngroups:")
+        .expect("docs/monitoring.md shows alert rules");
+    let block = &page[start + "```yaml\n".len()..];
+    let rules = &block[..block.find("```").unwrap()];
+    let dir = Scratch::new();
+    std::fs::write(dir.path("rules.yml"), rules).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(dir.path("rules.yml"))
+        .output()
+        .expect("promtool (Debian package prometheus; see .ci/deps)");
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{rules}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
