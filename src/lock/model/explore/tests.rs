@@ -526,6 +526,12 @@ fn c2_three_full() {
 
 #[test]
 #[ignore = "full bounds: make model-check"]
+fn c7_full() {
+    run(c7(4_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
 fn dead_head_full() {
     run(dead_head());
 }
