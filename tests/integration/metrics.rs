@@ -320,3 +320,56 @@ fn the_documented_alert_rules_pass_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// What `distlock metrics -o` writes is what node_exporter's textfile collector reads: a real
+/// node_exporter on loopback, scraped, reports no scrape error and serves distlock's series.
+#[test]
+fn node_exporters_textfile_collector_reads_the_file() {
+    let redis = Redis::start();
+    let dir = Scratch::new();
+    let holder = hold_until_released(distlock(&redis), &dir, "textfile", &[]);
+    let collected = Scratch::new();
+    let out = run(distlock(&redis)
+        .args(["metrics", "-o"])
+        .arg(collected.path("distlock.prom")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let port = free_port();
+    let mut exporter = Command::new("prometheus-node-exporter")
+        .args(["--collector.disable-defaults", "--collector.textfile"])
+        .arg(format!(
+            "--collector.textfile.directory={}",
+            collected.0.path().display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus-node-exporter (Debian package; see .ci/deps)");
+    let scrape = || -> Option<String> {
+        use std::io::Read;
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .ok()?;
+        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut body = String::new();
+        conn.read_to_string(&mut body).ok()?;
+        body.contains("node_textfile_scrape_error").then_some(body)
+    };
+    let mut body = None;
+    wait_until("node_exporter to serve the textfile's metrics", || {
+        body = scrape();
+        body.is_some()
+    });
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    let body = body.unwrap_or_default();
+    assert!(body.contains("\nnode_textfile_scrape_error 0"), "{body}");
+    assert!(body.contains("\ndistlock_up 1"), "{body}");
+    assert!(
+        body.contains("\ndistlock_lock_holders{key=\"textfile\"} 1"),
+        "{body}"
+    );
+    release(&dir);
+    assert_eq!(finish(holder).status.code(), Some(0));
+}
