@@ -59,8 +59,9 @@ fn value(text: &str, series: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// No lock; a held lock with a waiter; a full semaphore; a history with acquired, released,
-/// gave-up and broken events: each parses and is byte-identical when read twice.
+/// No lock; a held lock with a waiter; a full semaphore; a history with every event kind
+/// (acquired, released, gave-up, broken, lost, superseded, expired): each parses and is
+/// byte-identical when read twice.
 #[test]
 fn metrics_parse_and_repeat_byte_for_byte_in_every_state() {
     let redis = Redis::start();
@@ -166,6 +167,31 @@ fn metrics_parse_and_repeat_byte_for_byte_in_every_state() {
         value(&text, "distlock_lock_holders{key=\"deploy\"}").as_deref(),
         Some("0")
     );
+
+    // A waiter superseded by a newer one, and a holder killed (SIGKILL: its guard ends the
+    // command, nothing releases) whose lock expires: every event kind is counted.
+    let dir = Scratch::new();
+    let holder = hold_until_released(distlock(&redis), &dir, "deploy", &["--ttl", "1s"]);
+    let older = spawn(distlock(&redis).args(["run", "-k", "deploy", "--", "true"]));
+    wait_until("the older waiter in line", || redis.in_line("deploy") == 1);
+    let newer = spawn(distlock(&redis).args(["run", "-k", "deploy", "--supersede", "--", "true"]));
+    assert_eq!(finish(older).status.code(), Some(75));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holder.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = finish(holder);
+    assert_eq!(finish(newer).status.code(), Some(0));
+    let text = assert_valid_and_stable(|| distlock(&redis));
+    for (event, n) in [("superseded", "1"), ("expired", "1"), ("acquired", "5")] {
+        let series = format!("distlock_events_total{{key=\"deploy\",event=\"{event}\"}}");
+        assert_eq!(
+            value(&text, &series).as_deref(),
+            Some(n),
+            "{series}\n{text}"
+        );
+    }
 }
 
 /// The counters count every event, also those the history's stream (1000 events) dropped.
