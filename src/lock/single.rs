@@ -333,7 +333,14 @@ impl Lock for SingleNode {
     ) -> Result<Turn, BackendError> {
         // The take-up rides behind the wait, and may run as late as `block` after the send
         // time that anchors its validity: it asks for the claim plus `block`. Only under the
-        // TTL (a claim never exceeds it); otherwise it is sent after the wait, with the claim.
+        // TTL (a claim never exceeds it), and only where queueing it costs the server no
+        // memory: a server that lends idle clients a shared read buffer gives a client with a
+        // request queued behind its wait a buffer of its own for the whole wait, about 20 KB
+        // against about 3 KB (benches/README.md, issue 26). Otherwise it is sent after the
+        // wait, with the claim: one round trip more on a hand-off.
+        let shares = self.worker.call(budget, true, |node, deadline| {
+            node.shares_read_buffers(deadline)
+        })?;
         let plain = Request {
             queueing: Queueing::Refresh,
             doorbell: true,
@@ -343,7 +350,7 @@ impl Lock for SingleNode {
             claim: plain.claim + block,
             ..plain.clone()
         };
-        let behind = longer.claim <= plain.ttl;
+        let behind = longer.claim <= plain.ttl && !shares;
         if behind {
             self.longest = self.longest.max(longer.claim);
         }
