@@ -93,6 +93,20 @@ fn read(
             ),
         );
     }
+    // Left out of the metrics (nothing of them can be read), but never silently: a fleet half
+    // upgraded would otherwise see a lock vanish from its dashboards.
+    for newer in &listing.newer {
+        out.warn(
+            Ev::NewerProtocol,
+            format!(
+                "lock {} is stored in protocol {}, newer than this distlock's {}: the metrics \
+                 leave it out (upgrade distlock to export it)",
+                crate::text::quote(newer.name.key()),
+                newer.protocol,
+                crate::lock::PROTOCOL
+            ),
+        );
+    }
     let names: Vec<LockName> = listing.locks.iter().map(|(n, _)| n.clone()).collect();
     let counts = counts::read(topology, &names).map_err(failed)?;
     Ok((listing, counts))

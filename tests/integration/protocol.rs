@@ -178,6 +178,33 @@ fn list_names_a_lock_of_a_newer_protocol_among_the_others() {
     assert_eq!(snapshot(&redis), before, "list changed the locks");
 }
 
+/// `metrics` leaves a lock of a newer protocol out (it can read nothing of it) but says so, one
+/// warning naming the lock, and exports the others; its exit code stays 0.
+#[test]
+fn metrics_warns_of_a_lock_of_a_newer_protocol_and_exports_the_others() {
+    let redis = Redis::start();
+    let out = run(distlock(&redis).args(["acquire", "-k", "a", "--ttl", "60s"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    newer_lock(&redis, "b");
+    let before = snapshot(&redis);
+
+    let out = run(distlock(&redis).arg("metrics"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].starts_with("distlock: ")
+            && warnings[0].contains("lock \"b\" is stored in protocol 2")
+            && warnings[0].contains("upgrade distlock"),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("key=\"a\""), "{text}");
+    assert!(!text.contains("key=\"b\""), "{text}");
+    assert_eq!(snapshot(&redis), before, "metrics changed the locks");
+}
+
 #[test]
 fn the_refusal_is_one_json_event_with_its_exit_code() {
     let redis = Redis::start();
