@@ -413,3 +413,255 @@ fn a_waiter_keeps_one_connection_after_timeouts_on_a_cluster() {
         });
     eprintln!("cluster: {most} connections at most, one again {shed:?} after SIGCONT");
 }
+
+/// The shell that logs a run as `waiter`'s command does (for a holder's `then`).
+fn logged(tag: &str, log: &str) -> String {
+    format!(
+        "echo \"start {tag} $(date +%s%N)\" >> {log}; echo \"end {tag} $(date +%s%N)\" >> {log}"
+    )
+}
+
+/// A holder of `key` (its run logged to `log` after its release) and `n` waiters behind it,
+/// `w1`..`wN`, each blocked on its doorbell on `node`.
+fn line<'a>(
+    cmd: &dyn Fn() -> Command,
+    node: &dyn Fn() -> &'a Redis,
+    key: &str,
+    n: i64,
+    dir: &Scratch,
+    extra: &[&str],
+) -> (Holding, Vec<Child>) {
+    let log = dir.str("log");
+    let holder = Holder::new(cmd(), dir, key)
+        .args(extra)
+        .then(&logged("holder", &log))
+        .hold();
+    let waiters: Vec<Child> = (1..=n)
+        .map(|i| waiter(cmd(), node, key, i, &log, &format!("w{i}"), extra))
+        .collect();
+    wait_until("the waiters to block on their doorbells", || {
+        blocked_clients(node()) >= n as usize
+    });
+    (holder, waiters)
+}
+
+/// Wait for the holder and the waiters to end (each must succeed); the order the runs took,
+/// one at a time (`runs_of`), and when the last one ended.
+fn served(holder: Holding, waiters: Vec<Child>, dir: &Scratch) -> (Vec<String>, Instant) {
+    let out = holder.finish();
+    assert_eq!(out.status.code(), Some(0), "holder: {}", stderr(&out));
+    for (i, w) in waiters.into_iter().enumerate() {
+        let out = finish(w);
+        assert_eq!(out.status.code(), Some(0), "w{}: {}", i + 1, stderr(&out));
+    }
+    let done = Instant::now();
+    let runs = runs_of(&dir.str("log"));
+    (runs.into_iter().map(|(tag, _, _)| tag).collect(), done)
+}
+
+/// Three waiters blocked on their doorbells on the primary when `SENTINEL FAILOVER` promotes
+/// the replica, and the holder's release right after: the waiters take the lock on the new
+/// primary, one at a time, and nothing of the lock but its fence is left there.
+#[test]
+fn blocked_waiters_follow_a_sentinel_failover_and_a_release_right_after_it() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let key = "bell-sfo";
+    let dir = Scratch::new();
+    let old = topo.primary();
+    let (holder, waiters) = line(&|| at(&url), &|| topo.node(old), key, 3, &dir, &[]);
+    wait_until("the line to be on the replica too", || {
+        (0..2).all(|i| topo.node(i).in_line(key) == 3)
+    });
+    let new = topo.failover();
+    assert_ne!(new, old);
+    let released = Instant::now();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "sentinel failover: order {order:?}, the line done {:?} after the release",
+        done - released
+    );
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert_eq!(order[0], "holder");
+    wait_only_fence_left(topo.node(new), key);
+}
+
+/// A coordinated failover of the lock's shard (`CLUSTER FAILOVER`) while three waiters are
+/// blocked on their doorbells on its primary: the demoted primary unblocks them, they follow
+/// the slot to the new primary, keep their places, and are served in order, one at a time.
+#[test]
+fn blocked_waiters_follow_a_cluster_shard_failover() {
+    let mut cluster = Cluster::start(3, 1);
+    let url = cluster.seeds_url();
+    let key = cluster.key_on(0, "bell-cfo");
+    let dir = Scratch::new();
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 3, &dir, &[]);
+    let new = cluster.failover(0);
+    let failed_over = Instant::now();
+    wait_until("the waiters to block on the new primary", || {
+        blocked_clients(cluster.node(new)) >= 3
+    });
+    let rejoined = failed_over.elapsed();
+    let released = Instant::now();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "cluster failover: blocked again on the new primary {rejoined:?} after it, the line \
+         done {:?} after the release",
+        done - released
+    );
+    assert_eq!(order, ["holder", "w1", "w2", "w3"]);
+    wait_only_fence_left(cluster.node(new), &key);
+}
+
+/// Nothing of the lock `key` on node `i` of `cluster` (`only_fence`: but its fence).
+fn assert_left_on(cluster: &Cluster, i: usize, key: &str, only_fence: bool) {
+    let want: Vec<String> = if only_fence {
+        vec![format!("{}:fence", lock_key(key))]
+    } else {
+        Vec::new()
+    };
+    assert_eq!(keys_left(cluster.node(i), key), want, "node {i}");
+}
+
+/// A quick slot migration (IMPORTING/MIGRATING, every key of the slot by MIGRATE, SETSLOT NODE)
+/// of the lock's slot while two waiters are blocked on their doorbells on the source: they are
+/// unblocked (MOVED), follow the slot to the target with their places, and are served in
+/// order after the release, one at a time.
+#[test]
+fn blocked_waiters_follow_a_quick_slot_migration() {
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.seeds_url();
+    let key = cluster.key_on(0, "bell-qmig");
+    let slot = Cluster::slot_of(&key);
+    let dir = Scratch::new();
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[]);
+    let moved = cluster.migrate_slot(slot, 0, 1);
+    let migrated = Instant::now();
+    assert!(moved >= 6, "{moved} keys moved");
+    wait_until("the waiters to block on the target", || {
+        blocked_clients(cluster.node(1)) >= 2
+    });
+    let rejoined = migrated.elapsed();
+    let released = Instant::now();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "quick migration: blocked on the target {rejoined:?} after it, the line done {:?} \
+         after the release",
+        done - released
+    );
+    assert_eq!(order, ["holder", "w1", "w2"]);
+    assert_left_on(&cluster, 1, &key, true);
+    assert_left_on(&cluster, 0, &key, false);
+}
+
+/// A slot migration stopped half-way while two waiters are blocked on their doorbells on the
+/// source: the slot opens, the lock key moves alone (the rest stays behind: scripts are told
+/// TRYAGAIN), the holder releases then, with its keys split, and the other keys move one
+/// MIGRATE at a time before the slot closes. Every run succeeds, in order, one at a time, and
+/// nothing but the fence is left on the target, nothing on the source.
+#[test]
+fn blocked_waiters_and_a_release_while_the_lock_keys_are_split() {
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.seeds_url();
+    let key = cluster.key_on(0, "bell-smig");
+    let lock = lock_key(&key);
+    let slot = Cluster::slot_of(&key);
+    let dir = Scratch::new();
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[]);
+    cluster.begin_migration(slot, 0, 1);
+    let tryagain = cluster.tryagain_count(0);
+    cluster.migrate_these(0, 1, std::slice::from_ref(&lock));
+    wait_until("a script to be told TRYAGAIN", || {
+        cluster.tryagain_count(0) > tryagain
+    });
+    // The release, mid-migration (the holder's command ends once it reads its fifo).
+    let mut holder = holder;
+    holder.release();
+    let released = Instant::now();
+    let mut moved = 1;
+    loop {
+        let keys: Vec<String> =
+            cluster
+                .node(0)
+                .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot.to_string(), "1"]);
+        if keys.is_empty() {
+            break;
+        }
+        cluster.migrate_these(0, 1, &keys);
+        moved += 1;
+        assert!(released.elapsed() < BOUND, "the slot still has keys");
+    }
+    cluster.end_migration(slot, 0, 1);
+    let migrated = released.elapsed();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "split keys: {moved} keys moved one by one in {migrated:?} after the release, {} \
+         TRYAGAIN in all, the line done {:?} after the release",
+        cluster.tryagain_count(0),
+        done - released
+    );
+    assert_eq!(order, ["holder", "w1", "w2"]);
+    assert_left_on(&cluster, 1, &key, true);
+    assert_left_on(&cluster, 0, &key, false);
+}
+
+/// A slow slot migration (2,000 other keys in the lock's slot, moved one MIGRATE per key, as
+/// `redis-cli --cluster reshard --cluster-pipeline 1` does) while two waiters (`--ttl 3s`)
+/// are blocked on their doorbells on the source, and the holder's release when half of the
+/// keys have moved: every run succeeds, in order, one at a time, and nothing of the lock but
+/// its fence is left, on the target.
+#[test]
+fn blocked_waiters_and_a_release_during_a_slow_slot_migration() {
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.seeds_url();
+    let key = cluster.key_on(0, "bell-slow");
+    let slot = Cluster::slot_of(&key);
+    let filled: i64 = cluster.node(0).cmd(&[
+        "EVAL",
+        "local tag = string.match(KEYS[1], '{.*}') \
+         for i = 1, 2000 do redis.call('SET', 'other' .. tag .. i, 'x') end return 1",
+        "1",
+        &lock_key(&key),
+    ]);
+    assert_eq!(filled, 1);
+    let dir = Scratch::new();
+    let ttl = ["--ttl", "3s"];
+    let (mut holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &ttl);
+    cluster.begin_migration(slot, 0, 1);
+    let began = Instant::now();
+    let mut moved = 0;
+    let mut released = None;
+    loop {
+        let keys: Vec<String> =
+            cluster
+                .node(0)
+                .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot.to_string(), "1"]);
+        if keys.is_empty() {
+            break;
+        }
+        cluster.migrate_these(0, 1, &keys);
+        moved += 1;
+        if moved == 1000 {
+            holder.release();
+            released = Some(Instant::now());
+        }
+        assert!(began.elapsed() < BOUND, "the slot still has keys");
+    }
+    cluster.end_migration(slot, 0, 1);
+    let migration = began.elapsed();
+    let released = released.unwrap();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "slow migration: {moved} keys in {migration:?}, {} TRYAGAIN, the line done {:?} after \
+         the release",
+        cluster.tryagain_count(0),
+        done - released
+    );
+    assert_eq!(order, ["holder", "w1", "w2"]);
+    let left: Vec<String> = keys_left(cluster.node(1), &key)
+        .into_iter()
+        .filter(|k| !k.starts_with("other"))
+        .collect();
+    assert_eq!(left, [format!("{}:fence", lock_key(&key))]);
+    assert_left_on(&cluster, 0, &key, false);
+}
