@@ -455,7 +455,8 @@ fn logged(tag: &str, log: &str) -> String {
 }
 
 /// A holder of `key` (its run logged to `log` after its release) and `n` waiters behind it,
-/// `w1`..`wN`, each blocked on its doorbell on `node`.
+/// `w1`..`wN`, each blocked on its doorbell on `node`; `extra` are options of all, and
+/// `holder_extra` of the holder alone.
 fn line<'a>(
     cmd: &dyn Fn() -> Command,
     node: &dyn Fn() -> &'a Redis,
@@ -463,10 +464,12 @@ fn line<'a>(
     n: i64,
     dir: &Scratch,
     extra: &[&str],
+    holder_extra: &[&str],
 ) -> (Holding, Vec<Child>) {
     let log = dir.str("log");
     let holder = Holder::new(cmd(), dir, key)
         .args(extra)
+        .args(holder_extra)
         .then(&logged("holder", &log))
         .hold();
     let waiters: Vec<Child> = (1..=n)
@@ -502,7 +505,7 @@ fn blocked_waiters_follow_a_sentinel_failover_and_a_release_right_after_it() {
     let key = "bell-sfo";
     let dir = Scratch::new();
     let old = topo.primary();
-    let (holder, waiters) = line(&|| at(&url), &|| topo.node(old), key, 3, &dir, &[]);
+    let (holder, waiters) = line(&|| at(&url), &|| topo.node(old), key, 3, &dir, &[], &[]);
     wait_until("the line to be on the replica too", || {
         (0..2).all(|i| topo.node(i).in_line(key) == 3)
     });
@@ -536,7 +539,7 @@ fn blocked_waiters_follow_a_cluster_shard_failover() {
     let url = cluster.seeds_url();
     let key = cluster.key_on(0, "bell-cfo");
     let dir = Scratch::new();
-    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 3, &dir, &[]);
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 3, &dir, &[], &[]);
     let new = cluster.failover(0);
     let failed_over = Instant::now();
     wait_until("the waiters to block on the new primary", || {
@@ -575,7 +578,7 @@ fn blocked_waiters_follow_a_quick_slot_migration() {
     let key = cluster.key_on(0, "bell-qmig");
     let slot = Cluster::slot_of(&key);
     let dir = Scratch::new();
-    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[]);
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[], &[]);
     let moved = cluster.migrate_slot(slot, 0, 1);
     let migrated = Instant::now();
     assert!(moved >= 6, "{moved} keys moved");
@@ -608,7 +611,7 @@ fn blocked_waiters_and_a_release_while_the_lock_keys_are_split() {
     let lock = lock_key(&key);
     let slot = Cluster::slot_of(&key);
     let dir = Scratch::new();
-    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[]);
+    let (holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &[], &[]);
     cluster.begin_migration(slot, 0, 1);
     let tryagain = cluster.tryagain_count(0);
     cluster.migrate_these(0, 1, std::slice::from_ref(&lock));
@@ -667,7 +670,7 @@ fn blocked_waiters_and_a_release_during_a_slow_slot_migration() {
     assert_eq!(filled, 1);
     let dir = Scratch::new();
     let ttl = ["--ttl", "3s"];
-    let (mut holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &ttl);
+    let (mut holder, waiters) = line(&|| at(&url), &|| cluster.node(0), &key, 2, &dir, &ttl, &[]);
     cluster.begin_migration(slot, 0, 1);
     let began = Instant::now();
     let mut moved = 0;
@@ -705,4 +708,58 @@ fn blocked_waiters_and_a_release_during_a_slow_slot_migration() {
         .collect();
     assert_eq!(left, [format!("{}:fence", lock_key(&key))]);
     assert_left_on(&cluster, 0, &key, false);
+}
+
+/// The primary SIGKILLed while three waiters are blocked on their doorbells on it (the
+/// automatic path: the sentinels judge it down, elect, promote the replica): the waiters' reads
+/// fail, they find the new primary through the sentinels, and after the holder's release there
+/// (its lock replicated, its TTL longer than the failover) they are served one at a time.
+#[test]
+fn blocked_waiters_follow_the_primary_killed_behind_sentinel() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let key = "bell-skill";
+    let dir = Scratch::new();
+    let old = topo.primary();
+    // The holder's TTL outlasts the automatic failover (3 s to judge the primary down, then
+    // an election and a promotion; see sentinel.rs), which its renewals must survive.
+    let (holder, waiters) = line(
+        &|| at(&url),
+        &|| topo.node(old),
+        key,
+        3,
+        &dir,
+        &[],
+        &["--ttl", "20s", "--renew-every", "1s"],
+    );
+    let token = topo.node(old).get(&lock_key(key)).unwrap();
+    let mut holder = holder;
+    wait_renewed_on(topo.node(old), &lock_key(key), holder.child());
+    wait_until("the line and the lock to be on the replica too", || {
+        (0..2).all(|i| {
+            topo.node(i).in_line(key) == 3
+                && topo.node(i).get(&lock_key(key)) == Some(token.clone())
+        })
+    });
+    let new = topo.kill_primary();
+    let promoted = Instant::now();
+    wait_until("the waiters to block on the new primary", || {
+        blocked_clients(topo.node(new)) >= 3
+    });
+    let rejoined = promoted.elapsed();
+    let released = Instant::now();
+    let (order, done) = served(holder, waiters, &dir);
+    eprintln!(
+        "sentinel primary killed: blocked on the new primary {rejoined:?} after its promotion, \
+         the line done {:?} after the release, in the order {order:?}",
+        done - released
+    );
+    // One at a time (`runs_of`), each once, the holder first. Not necessarily in the order
+    // they joined: the promotion can come later than a place lapses (6 s after its last
+    // refresh), and a waiter whose place lapsed joins again at the end of the line.
+    assert_eq!(order[0], "holder", "{order:?}");
+    let mut waiters = order[1..].to_vec();
+    waiters.sort();
+    assert_eq!(waiters, ["w1", "w2", "w3"], "{order:?}");
+    wait_only_fence_left(topo.node(new), key);
 }
