@@ -28,7 +28,7 @@ fn at(url: &str) -> Command {
 /// A waiter whose command appends `start TAG NS` and `end TAG NS` (CLOCK_REALTIME in ns) to
 /// `log`; returns once it holds place `place` in line on `node`.
 fn waiter<'a>(
-    mut cmd: Command,
+    cmd: Command,
     node: &dyn Fn() -> &'a Redis,
     key: &str,
     place: i64,
@@ -36,7 +36,7 @@ fn waiter<'a>(
     tag: &str,
     extra: &[&str],
 ) -> Child {
-    let mut child = cmd
+    let mut child = reaped(cmd)
         .args(["run", "-k", key])
         .args(extra)
         .args(["--", "sh", "-c"])
@@ -132,9 +132,24 @@ fn connections_of(pid: u32, ports: &[u16]) -> usize {
         .count()
 }
 
+/// `cmd`, SIGKILLed when the test's thread ends (PR_SET_PDEATHSIG): a failing test leaves no
+/// waiter behind (a test that passes has waited for every one).
+fn reaped(mut cmd: Command) -> Command {
+    // SAFETY: the closure makes one async-signal-safe call (prctl(2)) and allocates nothing,
+    // as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// A distlock command whose SIGINT is at its default (a test harness may run tests with SIGINT
 /// ignored, which survives exec).
-fn with_default_sigint(mut cmd: Command) -> Command {
+fn with_default_sigint(cmd: Command) -> Command {
+    let mut cmd = reaped(cmd);
     // SAFETY: the closure makes one async-signal-safe call (signal(2)) and allocates nothing,
     // as pre_exec requires.
     unsafe {
@@ -365,7 +380,7 @@ fn one_connection_after_timeouts<'a>(
 ) -> (usize, Duration) {
     let dir = Scratch::new();
     let holder = Holder::new(cmd(), &dir, key).args(&["--ttl", "60s"]).hold();
-    let mut w = cmd()
+    let mut w = reaped(cmd())
         .args(["--redis-timeout", "300ms", "run", "-k", key, "--", "true"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
