@@ -699,7 +699,10 @@ fn time_answered(conn: &mut Connection, end: Instant) -> bool {
 /// Whether `reply` is `TIME`'s: two bulk strings of digits (seconds and microseconds; our
 /// scripts' replies start with an integer), or the refusal of an ACL user without `+time`.
 fn is_time_reply(reply: &redis::Value) -> bool {
-    let digits = |v: &redis::Value| matches!(v, redis::Value::BulkString(b) if !b.is_empty() && b.iter().all(u8::is_ascii_digit));
+    let digits = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => !b.is_empty() && b.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
     match reply {
         redis::Value::Array(items) => items.len() == 2 && items.iter().all(digits),
         redis::Value::ServerError(e) => {
