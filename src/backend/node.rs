@@ -83,6 +83,9 @@ pub const WAIT_ENDERS: [i32; 6] = [
 
 /// At most this many parked connections are kept (the oldest is closed first).
 const MAX_PARKED: usize = 4;
+/// How long the parked connections have to answer `TIME` before a wait on a doorbell (see
+/// [`Node::close_answered_parked`]).
+const PARKED_PROBE: Duration = Duration::from_millis(50);
 /// At most this many MOVED and ASK redirections are followed for one request.
 pub const MAX_REDIRECTS: u32 = 5;
 /// The pause before asking again after TRYAGAIN (a slot migration half done for our keys).
@@ -347,6 +350,7 @@ impl Node {
         if let Some((script, keys, args)) = then {
             packed.extend(script.evalsha(keys, args).get_packed_command());
         }
+        self.close_answered_parked();
         {
             let _deferred = Deferred::new();
             let limit = self.ready(deadline)?;
@@ -557,6 +561,37 @@ impl Node {
         (sent, total)
     }
 
+    /// Close the parked connections whose lost request is over, keeping only those that do not
+    /// answer within [`PARKED_PROBE`]: `TIME` is written on each, then their replies are read
+    /// until `TIME`'s arrives. Redis runs one connection's requests in order, so once `TIME` is
+    /// answered the lost request has run (or was refused): no follow-up needs to ride behind
+    /// it, and its connection is only a cost (a waiter whose doorbell reads timed out under
+    /// load would otherwise keep up to [`MAX_PARKED`] of them besides its live one, where a
+    /// waiter has one connection). Called before each wait on a doorbell: at most
+    /// [`PARKED_PROBE`] longer, and only when something is parked.
+    fn close_answered_parked(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let _deferred = Deferred::new();
+        let time = redis::cmd("TIME").get_packed_command();
+        let end = Instant::now() + PARKED_PROBE;
+        let mut written = Vec::new();
+        for mut conn in std::mem::take(&mut self.parked) {
+            let _ = conn.set_write_timeout(Some(PARKED_PROBE));
+            // A connection that takes no more bytes is closed: the server dropped it, and
+            // with it anything still unread (or its request ran).
+            if conn.send_packed_command(&time).is_ok() {
+                written.push(conn);
+            }
+        }
+        for mut conn in written {
+            if !time_answered(&mut conn, end) {
+                self.parked.push(conn);
+            }
+        }
+    }
+
     /// How many connections carry a request whose reply was lost.
     pub fn lost_replies(&self) -> usize {
         self.parked.len()
@@ -634,6 +669,46 @@ impl Node {
             }
         }
         Err(err)
+    }
+}
+
+/// Whether `conn`, on which `TIME` was the last request written, has answered it by `end`:
+/// every reply before it (those of the lost request) is read and discarded. `false` when no
+/// reply, or not all of them, came in time; `true` also when the connection is closed or
+/// broken (nothing more can run on it, and it can carry nothing).
+fn time_answered(conn: &mut Connection, end: Instant) -> bool {
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        if conn.set_read_timeout(Some(left)).is_err() {
+            return true;
+        }
+        match conn.recv_response() {
+            Ok(reply) if is_time_reply(&reply) => return true,
+            Ok(_) => {}
+            Err(e) if e.is_timeout() => return false,
+            // Any other error is a closed or broken connection, or a reply read in part: in
+            // both cases nothing more can be read from it.
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Whether `reply` is `TIME`'s: two bulk strings of digits (seconds and microseconds; our
+/// scripts' replies start with an integer), or the refusal of an ACL user without `+time`.
+fn is_time_reply(reply: &redis::Value) -> bool {
+    let digits = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => !b.is_empty() && b.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    match reply {
+        redis::Value::Array(items) => items.len() == 2 && items.iter().all(digits),
+        redis::Value::ServerError(e) => {
+            e.code() == "NOPERM" && e.details().is_some_and(|d| d.contains("'time'"))
+        }
+        _ => false,
     }
 }
 

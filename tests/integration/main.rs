@@ -13,6 +13,7 @@ mod cost;
 mod cron;
 mod docs;
 mod doorbell;
+mod doorbell_topologies;
 mod exclusion;
 mod exit_codes;
 mod faults;
