@@ -112,17 +112,28 @@ impl Node {
     /// for a while that are then lost); if not, the next request goes to the new one. A cost of
     /// one sentinel round trip, taken from `deadline`'s time.
     /// Returns whether the primary moved (the next request goes to the new one).
+    ///
+    /// Without a connection (the last request timed out, its connection parked), the next
+    /// request opens one to the primary the route named last, confirmed by ROLE alone: an old
+    /// primary that a failover has not demoted yet still answers `master`, so that primary is
+    /// checked with the sentinels too. Only when the route knows no primary does the next
+    /// request ask the sentinels anyway.
     pub fn recheck(&mut self, deadline: Instant) -> bool {
-        let (Route::Sentinel(sentinel), Some(server)) = (&*self.connector.route, &self.server)
-        else {
+        let Route::Sentinel(sentinel) = &*self.connector.route else {
             return false;
         };
-        if self.conn.is_some() {
-            let budget = deadline.saturating_duration_since(Instant::now()) / 2;
-            if sentinel.moved_from(server, Instant::now() + budget, self.connector.timeout) {
-                self.conn = None;
-                return true;
-            }
+        let current = if self.conn.is_some() {
+            self.server.clone()
+        } else {
+            sentinel.known()
+        };
+        let Some(server) = current else {
+            return false;
+        };
+        let budget = deadline.saturating_duration_since(Instant::now()) / 2;
+        if sentinel.moved_from(&server, Instant::now() + budget, self.connector.timeout) {
+            self.conn = None;
+            return true;
         }
         false
     }

@@ -276,3 +276,48 @@ fn a_dead_holders_waiter_starts_within_300ms_of_the_expiry() {
         1,
     );
 }
+
+/// A renewal that timed out leaves no connection (it is parked: its request may still be
+/// applied); the renewal after it must ask the sentinels first, like one on an open
+/// connection. After a failover the old primary answers ROLE `master` until the sentinels
+/// demote it (about 10 s later), so a connection confirmed by ROLE alone lands there, and a
+/// renewal there keeps the command alive under a lock that the new primary may not have.
+#[test]
+fn a_write_retried_after_a_timeout_asks_the_sentinels_first() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let mut cmd = at(&url);
+    cmd.args(["--redis-timeout", "300ms"]);
+    let mut holder = Holder::new(cmd, &dir, "retry")
+        .args(&["--ttl", "10s", "--renew-every", "500ms"])
+        .hold();
+    let old = topo.primary();
+    wait_until("the replica to have the lock", || {
+        topo.node(1 - old).exists(&lock_key("retry"))
+    });
+    // Writes wait on the old primary (ROLE and the sentinels' pings are still answered): a
+    // renewal times out, and its connection is parked.
+    let timeouts = topo.node(old).successful_calls("role");
+    topo.node(old)
+        .cmd::<()>(&["CLIENT", "PAUSE", "8000", "WRITE"]);
+    wait_until(
+        "a renewal to time out and be retried (ROLE on a new connection)",
+        || topo.node(old).successful_calls("role") > timeouts,
+    );
+    let new = topo.failover();
+    assert_ne!(new, old);
+    // From now on the sentinels name the new primary: no renewal may connect to the old one.
+    let roles = topo.node(old).successful_calls("role");
+    topo.node(old).cmd::<()>(&["CLIENT", "UNPAUSE"]);
+    wait_renewed_on(topo.node(new), &lock_key("retry"), holder.child());
+    wait_renewed_on(topo.node(new), &lock_key("retry"), holder.child());
+    assert_eq!(
+        topo.node(old).successful_calls("role"),
+        roles,
+        "a renewal retried after a timeout connected to the old primary (confirmed by ROLE \
+         alone) instead of asking the sentinels"
+    );
+    let out = holder.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

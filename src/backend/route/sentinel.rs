@@ -92,6 +92,12 @@ impl SentinelRoute {
         false
     }
 
+    /// The primary named last and confirmed, which the next connection goes to (after ROLE
+    /// confirms it) without asking the sentinels.
+    pub(in crate::backend) fn known(&self) -> Option<Arc<Server>> {
+        locked(&self.primary).clone()
+    }
+
     /// The primary named last, for messages.
     pub(in crate::backend) fn primary_display(&self) -> Option<String> {
         locked(&self.primary)
