@@ -36,6 +36,8 @@ pub struct Node {
     /// [`Node::shares_read_buffers`]), as it said when asked on this connection.
     shares: Option<(Arc<Server>, bool)>,
     pub(super) progress: Option<Arc<Progress>>,
+    /// The last [`Node::recheck`] asked the sentinels and none answered in time.
+    unconfirmed: bool,
 }
 
 /// A time allowed, for messages. The limit is computed a moment after the caller set its
@@ -99,6 +101,7 @@ impl Node {
             answered: false,
             shares: None,
             progress: None,
+            unconfirmed: false,
         }
     }
 
@@ -119,6 +122,7 @@ impl Node {
     /// checked with the sentinels too. Only when the route knows no primary does the next
     /// request ask the sentinels anyway.
     pub fn recheck(&mut self, deadline: Instant) -> bool {
+        self.unconfirmed = false;
         let Route::Sentinel(sentinel) = &*self.connector.route else {
             return false;
         };
@@ -131,11 +135,23 @@ impl Node {
             return false;
         };
         let budget = deadline.saturating_duration_since(Instant::now()) / 2;
-        if sentinel.moved_from(&server, Instant::now() + budget, self.connector.timeout) {
-            self.conn = None;
-            return true;
+        match sentinel.moved_from(&server, Instant::now() + budget, self.connector.timeout) {
+            Some(true) => {
+                self.conn = None;
+                true
+            }
+            Some(false) => false,
+            None => {
+                self.unconfirmed = true;
+                false
+            }
         }
-        false
+    }
+
+    /// Whether the last [`Node::recheck`] got no answer from any sentinel in time: the write
+    /// that followed went to the primary named last, which a failover may have replaced.
+    pub fn primary_unconfirmed(&self) -> bool {
+        self.unconfirmed
     }
 
     /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.
