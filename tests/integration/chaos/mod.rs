@@ -49,6 +49,20 @@
 //! [`chaos`]): each loads both CPUs of the CI machine, and an attack that shares them with the
 //! other would measure the scheduler more than distlock.
 //!
+//! # The Sentinel and Cluster variants
+//!
+//! `sentinel_safety_contract_under_fire` and `cluster_safety_contract_under_fire` run the same
+//! contenders (lines, semaphore and all) behind Sentinel (`Sentinel::start(1)`) and on a Cluster
+//! (`Cluster::start(3, 1)`), without persistence. Their server faults ([`plan::Topology`] and
+//! `faults::replicated_fault`): failovers of every kind and slot migrations by hand, each
+//! started once a waiter is blocked on the node (bounded: 2s), counted with and without one;
+//! stops and pauses of the primary besides. A Sentinel failover may lose writes: it is recorded
+//! as a [`faults::Restart`] from its start to the old primary's death or demotion, and the
+//! checker excuses exactly what a restart excuses over that window (see CONTRIBUTING.md,
+//! "Chaos test"). A Cluster's migrations and coordinated failovers lose nothing and excuse
+//! nothing. The monitor follows the sentinels' primary, or each key's slot
+//! ([`monitor::Source`]).
+//!
 //! # The history mode
 //!
 //! `DISTLOCK_CHAOS_HISTORY=1` (either variant) gives every contender a lock history

@@ -143,16 +143,18 @@ pub(super) enum ServerFault {
     Restart { down_ms: u64 },
     /// `CLIENT PAUSE ms WRITE`.
     Pause { ms: u64 },
-    /// Sentinel: `SENTINEL FAILOVER` (the primary alive), the old primary demoted at once
-    /// after the sentinels name the new one. Cluster: `CLUSTER FAILOVER` on the replica of
+    /// Sentinel: `SENTINEL FAILOVER` (the primary alive); the old primary, still a primary,
+    /// lingers `linger_ms` after every sentinel names the new one (accepting the writes of
+    /// whoever still talks to it), then is demoted. Cluster: `CLUSTER FAILOVER` on the replica of
     /// the primary of `key`'s slot (coordinated: nothing acknowledged is lost).
-    Failover { key: usize },
+    Failover { key: usize, linger_ms: u64 },
     /// Sentinel: SIGKILL the primary, wait for the sentinels to promote the replica, start
     /// the old one again (empty) after `down_ms` and make it a replica at once.
     KillPrimary { down_ms: u64 },
     /// Sentinel: SIGSTOP the primary for at least `ms` and until the sentinels have promoted
-    /// the replica (longer than their down-after time), then SIGCONT and demote it at once.
-    StopPrimary { ms: u64 },
+    /// the replica (longer than their down-after time), then SIGCONT; it lingers as a primary
+    /// `linger_ms` (as after a `Failover`), then is demoted.
+    StopPrimary { ms: u64, linger_ms: u64 },
     /// Cluster: migrate `key`'s slot to another primary by hand: open it (IMPORTING,
     /// MIGRATING), leave it open `open_ms`, MIGRATE its keys, close it (SETSLOT NODE).
     Migrate { key: usize, open_ms: u64 },
@@ -166,9 +168,9 @@ impl ServerFault {
             ServerFault::Restart { down_ms } => down_ms + 100,
             // What these take on an idle machine: the sentinels judge a primary down after
             // 3s, and a failover takes another second or two.
-            ServerFault::Failover { .. } => 2500,
+            ServerFault::Failover { linger_ms, .. } => 2500 + linger_ms,
             ServerFault::KillPrimary { down_ms } => 5000 + down_ms,
-            ServerFault::StopPrimary { ms } => ms + 1500,
+            ServerFault::StopPrimary { ms, linger_ms } => ms + 1500 + linger_ms,
             ServerFault::Migrate { open_ms, .. } => open_ms + 300,
         }
     }
@@ -192,15 +194,16 @@ impl ServerFault {
                 }
             ),
             ServerFault::Pause { ms } => format!("CLIENT PAUSE {ms} WRITE"),
-            ServerFault::Failover { key } => {
-                format!("failover (of {}'s primary on a Cluster)", KEYS[key].name)
-            }
+            ServerFault::Failover { key, linger_ms } => format!(
+                "failover (Sentinel: the old primary lingers {linger_ms}ms; Cluster: {}'s shard)",
+                KEYS[key].name
+            ),
             ServerFault::KillPrimary { down_ms } => {
                 format!("SIGKILL the primary, failover, restart it empty after {down_ms}ms")
             }
-            ServerFault::StopPrimary { ms } => {
-                format!("SIGSTOP the primary for {ms}ms or until failed over")
-            }
+            ServerFault::StopPrimary { ms, linger_ms } => format!(
+                "SIGSTOP the primary for {ms}ms or until failed over; it lingers {linger_ms}ms"
+            ),
             ServerFault::Migrate { key, open_ms } => format!(
                 "migrate the slot of {} to another primary, open for {open_ms}ms",
                 KEYS[key].name
@@ -303,12 +306,16 @@ fn replicated_lane(rng: &mut fastrand::Rng, end: u64, topology: Topology) -> Vec
     loop {
         let key = rng.usize(..KEYS.len());
         let fault = match (topology, rng.u32(0..100)) {
-            (Topology::Sentinel, 0..35) => ServerFault::Failover { key },
+            (Topology::Sentinel, 0..35) => ServerFault::Failover {
+                key,
+                linger_ms: rng.u64(0..3000),
+            },
             (Topology::Sentinel, 35..55) => ServerFault::KillPrimary {
                 down_ms: rng.u64(0..1500),
             },
             (Topology::Sentinel, 55..75) => ServerFault::StopPrimary {
                 ms: rng.u64(3500..5000),
+                linger_ms: rng.u64(0..3000),
             },
             (Topology::Sentinel, 75..88) => ServerFault::Stop {
                 ms: rng.u64(100..900),
@@ -317,7 +324,7 @@ fn replicated_lane(rng: &mut fastrand::Rng, end: u64, topology: Topology) -> Vec
                 key,
                 open_ms: rng.u64(100..1500),
             },
-            (Topology::Cluster, 55..85) => ServerFault::Failover { key },
+            (Topology::Cluster, 55..85) => ServerFault::Failover { key, linger_ms: 0 },
             _ => ServerFault::Pause {
                 ms: rng.u64(200..2000),
             },
