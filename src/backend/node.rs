@@ -36,6 +36,8 @@ pub struct Node {
     /// [`Node::shares_read_buffers`]), as it said when asked on this connection.
     shares: Option<(Arc<Server>, bool)>,
     pub(super) progress: Option<Arc<Progress>>,
+    /// The last [`Node::recheck`] asked the sentinels and none answered in time.
+    unconfirmed: bool,
 }
 
 /// A time allowed, for messages. The limit is computed a moment after the caller set its
@@ -102,6 +104,7 @@ impl Node {
             answered: false,
             shares: None,
             progress: None,
+            unconfirmed: false,
         }
     }
 
@@ -115,19 +118,43 @@ impl Node {
     /// for a while that are then lost); if not, the next request goes to the new one. A cost of
     /// one sentinel round trip, taken from `deadline`'s time.
     /// Returns whether the primary moved (the next request goes to the new one).
+    ///
+    /// Without a connection (the last request timed out, its connection parked), the next
+    /// request opens one to the primary the route named last, confirmed by ROLE alone: an old
+    /// primary that a failover has not demoted yet still answers `master`, so that primary is
+    /// checked with the sentinels too. Only when the route knows no primary does the next
+    /// request ask the sentinels anyway.
     pub fn recheck(&mut self, deadline: Instant) -> bool {
-        let (Route::Sentinel(sentinel), Some(server)) = (&*self.connector.route, &self.server)
-        else {
+        self.unconfirmed = false;
+        let Route::Sentinel(sentinel) = &*self.connector.route else {
             return false;
         };
-        if self.conn.is_some() {
-            let budget = deadline.saturating_duration_since(Instant::now()) / 2;
-            if sentinel.moved_from(server, Instant::now() + budget, self.connector.timeout) {
+        let current = if self.conn.is_some() {
+            self.server.clone()
+        } else {
+            sentinel.known()
+        };
+        let Some(server) = current else {
+            return false;
+        };
+        let budget = deadline.saturating_duration_since(Instant::now()) / 2;
+        match sentinel.moved_from(&server, Instant::now() + budget, self.connector.timeout) {
+            Some(true) => {
                 self.conn = None;
-                return true;
+                true
+            }
+            Some(false) => false,
+            None => {
+                self.unconfirmed = true;
+                false
             }
         }
-        false
+    }
+
+    /// Whether the last [`Node::recheck`] got no answer from any sentinel in time: the write
+    /// that followed went to the primary named last, which a failover may have replaced.
+    pub fn primary_unconfirmed(&self) -> bool {
+        self.unconfirmed
     }
 
     /// Run `script` with `keys` and `args` by `deadline`; the script must return an array.

@@ -102,13 +102,28 @@ impl SingleNode {
         let recheck = [&ACQUIRE, &RENEW, &RELEASE]
             .iter()
             .any(|write| std::ptr::eq(script, *write));
+        let renewal = std::ptr::eq(script, &RENEW);
         self.worker.call(budget, true, move |node, deadline| {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             if recheck {
                 node.recheck(deadline);
             }
-            node.eval(script, &keys, &args, deadline)
+            let reply = node.eval(script, &keys, &args, deadline)?;
+            // A renewal whose primary no sentinel confirmed in time is sent all the same (if
+            // that server still is the primary, its lock must not lapse while the sentinels
+            // are slow), but it does not count: after a failover the old primary accepts it,
+            // and a kill deadline anchored there would outlive the lock on the new primary.
+            // The deadline stays where the last confirmed renewal put it, and the renewer
+            // tries again soon.
+            if renewal && node.primary_unconfirmed() {
+                return Err(BackendError::Lost(
+                    "no sentinel answered in time whether the primary is still the one named \
+                     last: the renewal sent there does not count"
+                        .into(),
+                ));
+            }
+            Ok(reply)
         })
     }
 

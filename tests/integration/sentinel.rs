@@ -276,3 +276,106 @@ fn a_dead_holders_waiter_starts_within_300ms_of_the_expiry() {
         1,
     );
 }
+
+/// A renewal that timed out leaves no connection (it is parked: its request may still be
+/// applied); the renewal after it must ask the sentinels first, like one on an open
+/// connection. After a failover the old primary answers ROLE `master` until the sentinels
+/// demote it (about 10 s later), so a connection confirmed by ROLE alone lands there, and a
+/// renewal there keeps the command alive under a lock that the new primary may not have.
+#[test]
+fn a_write_retried_after_a_timeout_asks_the_sentinels_first() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let mut cmd = at(&url);
+    cmd.args(["--redis-timeout", "300ms"]);
+    let mut holder = Holder::new(cmd, &dir, "retry")
+        .args(&["--ttl", "10s", "--renew-every", "500ms"])
+        .hold();
+    let old = topo.primary();
+    wait_until("the replica to have the lock", || {
+        topo.node(1 - old).exists(&lock_key("retry"))
+    });
+    // Writes wait on the old primary (ROLE and the sentinels' pings are still answered): a
+    // renewal times out, and its connection is parked.
+    let timeouts = topo.node(old).successful_calls("role");
+    topo.node(old)
+        .cmd::<()>(&["CLIENT", "PAUSE", "8000", "WRITE"]);
+    wait_until(
+        "a renewal to time out and be retried (ROLE on a new connection)",
+        || topo.node(old).successful_calls("role") > timeouts,
+    );
+    let new = topo.failover();
+    assert_ne!(new, old);
+    // From now on the sentinels name the new primary: no renewal may connect to the old one.
+    let roles = topo.node(old).successful_calls("role");
+    topo.node(old).cmd::<()>(&["CLIENT", "UNPAUSE"]);
+    wait_renewed_on(topo.node(new), &lock_key("retry"), holder.child());
+    wait_renewed_on(topo.node(new), &lock_key("retry"), holder.child());
+    assert_eq!(
+        topo.node(old).successful_calls("role"),
+        roles,
+        "a renewal retried after a timeout connected to the old primary (confirmed by ROLE \
+         alone) instead of asking the sentinels"
+    );
+    let out = holder.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A renewal whose primary no sentinel confirms in time is sent (the lock must not lapse on a
+/// healthy primary while the sentinels are slow) but does not count: after a failover the old
+/// primary accepts it, and a kill deadline anchored there would outlive the lock on the new
+/// one. Sentinels silent for a moment cost nothing (the next renewal is confirmed); silent for
+/// longer than the TTL, they end the command (124), however healthy the primary.
+#[test]
+fn a_renewal_the_sentinels_do_not_confirm_does_not_count() {
+    let mut topo = Sentinel::start(1);
+    let url = topo.url();
+    let dir = Scratch::new();
+    let mut cmd = at(&url);
+    cmd.args(["--redis-timeout", "300ms"]);
+    let mut holder = Holder::new(cmd, &dir, "quiet")
+        .args(&[
+            "--ttl",
+            "3s",
+            "--renew-every",
+            "500ms",
+            "--kill-grace",
+            "300ms",
+        ])
+        .hold();
+    let primary = topo.primary();
+    // Silent for a moment (a third of the TTL): renewals confirmed before and after keep it.
+    topo.stop_sentinels();
+    std::thread::sleep(Duration::from_millis(1000));
+    topo.cont_sentinels();
+    wait_renewed_on(topo.node(primary), &lock_key("quiet"), holder.child());
+    wait_renewed_on(topo.node(primary), &lock_key("quiet"), holder.child());
+    // Silent for longer than the TTL: the primary goes on accepting renewals (its lock stays
+    // alive), none of them counts, and the command is ended by the last confirmed one's TTL.
+    topo.stop_sentinels();
+    let silent = Instant::now();
+    let out = finish_within(holder, Duration::from_secs(10));
+    let took = silent.elapsed();
+    topo.cont_sentinels();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(5), "{took:?}: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no sentinel answered in time"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Wait (bounded) for the holder to exit by itself; past `bound`, release it (and let the
+/// test's assertions say what happened).
+fn finish_within(mut holder: Holding, bound: Duration) -> std::process::Output {
+    let started = Instant::now();
+    while started.elapsed() < bound {
+        if let Ok(Some(_)) = holder.child().try_wait() {
+            return finish(holder.into_child());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.finish()
+}

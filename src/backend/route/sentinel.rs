@@ -59,17 +59,17 @@ impl SentinelRoute {
     }
 
     /// Whether the sentinels now name another primary than `current` (asked of the first
-    /// sentinel that answers; `false` when none does). A failover may leave a connection on
-    /// the old primary, which goes on accepting writes until the sentinels demote it, writes
-    /// that are then lost: a renewal asks first.
+    /// sentinel that answers; `None` when none does in time: the caller cannot tell). A
+    /// failover may leave a connection on the old primary, which goes on accepting writes
+    /// until the sentinels demote it, writes that are then lost: a renewal asks first.
     pub(in crate::backend) fn moved_from(
         &self,
         current: &Server,
         deadline: Instant,
         timeout: Duration,
-    ) -> bool {
+    ) -> Option<bool> {
         let Some((host, port, _)) = &current.tcp else {
-            return false;
+            return Some(false);
         };
         let n = self.sentinels.len();
         for (i, sentinel) in self.sentinels.iter().enumerate() {
@@ -84,12 +84,18 @@ impl SentinelRoute {
                     if moved {
                         self.failed();
                     }
-                    return moved;
+                    return Some(moved);
                 }
                 Ok(None) | Err(_) => continue,
             }
         }
-        false
+        None
+    }
+
+    /// The primary named last and confirmed, which the next connection goes to (after ROLE
+    /// confirms it) without asking the sentinels.
+    pub(in crate::backend) fn known(&self) -> Option<Arc<Server>> {
+        locked(&self.primary).clone()
     }
 
     /// The primary named last, for messages.

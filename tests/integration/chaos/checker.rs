@@ -258,7 +258,7 @@ impl<'a> Checker<'a> {
         let ttl = xr.params.ttl_ms * MS;
         self.restarts
             .iter()
-            .find(|r| xr.spawned < r.dead && y_start > r.dead && x.last <= r.dead + ttl)
+            .find(|r| xr.spawned < r.dead && y_start > r.from && x.last <= r.dead + ttl)
     }
 
     /// No process outlives the run. Every process the test starts (distlock, its guard, sh, the
@@ -348,8 +348,10 @@ impl<'a> Checker<'a> {
                         Some(r) => {
                             self.excused_pairs[k] += 1;
                             self.notes.push(format!(
-                                "overlap {xi}/{yi} on {} excused by the restart (server dead at {}, up at {}): {xi} ended at {}",
+                                "overlap {xi}/{yi} on {} excused by the {} (lock servable without the old grant from {}, old server dead or demoted at {}, new one up at {}): {xi} ended at {}",
                                 key.name,
+                                r.what,
+                                self.t(r.from),
                                 self.t(r.dead),
                                 self.t(r.up),
                                 self.t(x.last)
@@ -404,7 +406,7 @@ impl<'a> Checker<'a> {
                 if self
                     .restarts
                     .iter()
-                    .any(|r| r.dead > x.last && r.dead < y.start)
+                    .any(|r| r.dead > x.last && r.from < y.start)
                 {
                     continue;
                 }
@@ -471,10 +473,12 @@ impl<'a> Checker<'a> {
                 if let Some(r) = self.restart_split(&all, y.start, limit) {
                     excused += 1;
                     self.notes.push(format!(
-                        "{} sections at once on {} at {} excused by the restart (server dead at {}, up at {}): {}",
+                        "{} sections at once on {} at {} excused by the {} (from {}, old server dead or demoted at {}, new one up at {}): {}",
                         all.len(),
                         key.name,
                         self.t(y.start),
+                        r.what,
+                        self.t(r.from),
                         self.t(r.dead),
                         self.t(r.up),
                         all.join(", ")
@@ -527,7 +531,7 @@ impl<'a> Checker<'a> {
     /// started only after the old server was reaped.)
     fn restart_split(&self, active: &[&str], at: u64, limit: usize) -> Option<&'a Restart> {
         self.restarts.iter().find(|r| {
-            if at <= r.dead {
+            if at <= r.from {
                 return false;
             }
             let (mut old, mut new, mut either) = (0, 0, 0);
@@ -535,7 +539,7 @@ impl<'a> Checker<'a> {
                 let x = &self.sections[*id];
                 let xr = self.runs[*id];
                 let may_be_old = xr.spawned < r.dead && x.last <= r.dead + xr.params.ttl_ms * MS;
-                let may_be_new = x.start > r.dead;
+                let may_be_new = x.start > r.from;
                 match (may_be_old, may_be_new) {
                     (true, true) => either += 1,
                     (true, false) => old += 1,
@@ -726,7 +730,22 @@ impl<'a> Checker<'a> {
                     continue;
                 };
                 let g = &after[from + j];
-                if let Some(back) = after[from + j..].iter().find(|s| holds(s)) {
+                // A failover that may lose writes, during the run's life: the new primary
+                // may lack the run's release (or its take-up), so its token comes back there
+                // (held until it expires, or granted again by the line it had a place in).
+                // That is the write loss the window stands for; whether the command ran
+                // without its lock is checked below, with the same excuse as for an overlap.
+                let lost_by_failover = |back: &Sample| {
+                    self.restarts.iter().any(|rs| {
+                        rs.what != "restart"
+                            && rs.from < back.sent
+                            && rs.dead > r.spawned
+                            && rs.from < r.exited
+                    })
+                };
+                if let Some(back) = after[from + j..].iter().find(|s| holds(s))
+                    && !lost_by_failover(back)
+                {
                     self.violations.push(format!(
                         "RE-CREATED: {id}'s token was gone from {} at {} and back at {}\n    {}",
                         KEYS[k].name,

@@ -21,18 +21,27 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::Servers;
 use super::plan::{KEYS, MAX_TTL_MS, Plan, ProcFault, ServerFault, TTLS_MS, node_name};
 use super::{Ctx, Live, MS, now_ns, sleep_until};
-use crate::fixtures::lock_key;
-use crate::fixtures::topology::Primaries;
+use crate::fixtures::topology::{Cluster, Sentinel};
+use crate::fixtures::{Redis, lock_key};
 
 /// A restart of a server that forgets its locks, as executed: SIGKILL sent, server reaped, new
-/// server answering.
+/// server answering. Or, on a Sentinel deployment, a failover that may lose writes (see
+/// `what`): the same window, read as below.
 pub(super) struct Restart {
     pub(super) kill_sent: u64,
-    /// The old server was reaped: its data (every lock) is gone by then.
+    /// From this instant on, a lock may be granted by a server that lacks an older grant (a
+    /// restarted server; a promoted replica): the restart's `dead`, a failover's start.
+    pub(super) from: u64,
+    /// The old server was reaped: its data (every lock) is gone by then. For a failover: the
+    /// old primary was dead or demoted (`REPLICAOF` answered), so no write to it can have been
+    /// confirmed later.
     pub(super) dead: u64,
     pub(super) up: u64,
+    /// What happened, for the notes ("restart", "SENTINEL FAILOVER", ...).
+    pub(super) what: &'static str,
 }
 
 /// Execute one lane of the server fault schedule (the thread ends after the lane's last fault
@@ -40,7 +49,7 @@ pub(super) struct Restart {
 /// fault lasts; `busy` (one per node) keeps two lanes off the same node at once, so the faulted
 /// nodes are at most as many as the lanes: with 2 lanes over 5 nodes, a majority is always up.
 pub(super) fn server_faults(
-    servers: &Mutex<Primaries>,
+    servers: &Mutex<Servers>,
     busy: &[Mutex<()>],
     lane: usize,
     plan: &Plan,
@@ -49,7 +58,25 @@ pub(super) fn server_faults(
     let persistent = plan.topology.persistent();
     for hit in &plan.server[lane] {
         sleep_until(ctx.t0 + hit.at * MS);
-        let node = hit.node;
+        if now_ns() > ctx.launch_until {
+            // A lane that ran late: the loops have stopped, nobody is left to attack.
+            break;
+        }
+        if plan.topology.replicated() && replicated_fault(servers, hit.fault, ctx) {
+            continue;
+        }
+        // On a Sentinel deployment or a Cluster, stops and pauses hit the primary (of the
+        // key's slot).
+        let node = match &*servers.lock().unwrap() {
+            Servers::Sentinel(topo) => topo.primary(),
+            Servers::Cluster(topo) => match hit.fault {
+                ServerFault::Failover { key, .. } | ServerFault::Migrate { key, .. } => {
+                    topo.node_for_slot(Cluster::slot_of(&lock_key(KEYS[key].name)))
+                }
+                _ => topo.node_for_slot(Cluster::slot_of(&lock_key(KEYS[0].name))),
+            },
+            Servers::Primaries(_) => hit.node,
+        };
         let name = node_name(plan.topology, node);
         // The other lane may hold the node a little past its planned end (a restart takes
         // longer than planned): this one waits.
@@ -100,8 +127,10 @@ pub(super) fn server_faults(
                 if !persistent {
                     ctx.restarts.lock().unwrap().push(Restart {
                         kill_sent,
+                        from: dead,
                         dead,
                         up,
+                        what: "restart",
                     });
                 }
             }
@@ -125,8 +154,221 @@ pub(super) fn server_faults(
                 ctx.event(unpaused, format!("{name} CLIENT UNPAUSE"));
                 ctx.outages.lock().unwrap().push((paused, unpaused));
             }
+            _ => unreachable!(
+                "{:?} is a fault of a Sentinel deployment or a Cluster",
+                hit.fault
+            ),
         }
     }
+}
+
+/// How many clients `node` has blocked (`INFO clients`: `blocked_clients`), 0 if it does not
+/// answer.
+fn blocked_clients(node: &Redis) -> u64 {
+    node.try_cmd::<String>(&["INFO", "clients"])
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("blocked_clients:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Wait (at most 2s) until `node` has a client blocked (a waiter on its doorbell), so that
+/// the failover or migration that follows happens under a blocked wait. Returns how many
+/// were blocked when the fault started.
+fn await_blocked(node: &Redis) -> u64 {
+    let until = now_ns() + 2000 * MS;
+    loop {
+        let n = blocked_clients(node);
+        if n > 0 || now_ns() > until {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Count a failover or migration, and whether a waiter was blocked when it started.
+fn count_blocked(ctx: &Ctx, at: u64, what: &'static str, with: &'static str, blocked: u64) {
+    ctx.count(what);
+    if blocked > 0 {
+        ctx.count(with);
+    }
+    ctx.event(
+        at,
+        format!("{what} starts, {blocked} client(s) blocked on the node"),
+    );
+}
+
+/// Make `old` a replica of `new` (both data nodes of a Sentinel deployment): from the reply
+/// on, it refuses writes. Returns the instant of the reply.
+fn demote(topo: &Sentinel, old: usize, new: usize) -> u64 {
+    let port = topo.node(new).port().to_string();
+    topo.node(old).cmd::<()>(&["REPLICAOF", "127.0.0.1", &port]);
+    now_ns()
+}
+
+/// The faults proper to a Sentinel deployment or a Cluster (failovers, migrations); `false`
+/// for a fault that [`server_faults`] executes as on one server (a stop, a pause).
+fn replicated_fault(servers: &Mutex<Servers>, fault: ServerFault, ctx: &Ctx) -> bool {
+    let mut guard = servers.lock().unwrap();
+    match (&mut *guard, fault) {
+        (Servers::Sentinel(topo), ServerFault::Failover { linger_ms, .. }) => {
+            let old = topo.primary();
+            let blocked = await_blocked(topo.node(old));
+            let begin = now_ns();
+            count_blocked(
+                ctx,
+                begin,
+                "SENTINEL FAILOVER",
+                "SENTINEL FAILOVER, waiter blocked",
+                blocked,
+            );
+            let new = topo.failover();
+            let named = now_ns();
+            sleep_until(named + linger_ms * MS);
+            let dead = demote(topo, old, new);
+            ctx.event(
+                dead,
+                format!(
+                    "node {new} promoted (named at {}), node {old} demoted",
+                    super::rel(ctx.t0, named)
+                ),
+            );
+            topo.settle_now();
+            lost_writes(ctx, begin, dead, named, "SENTINEL FAILOVER");
+        }
+        (Servers::Sentinel(topo), ServerFault::KillPrimary { down_ms }) => {
+            let old = topo.primary();
+            let addr = topo.primary_addr();
+            let blocked = await_blocked(topo.node(old));
+            let kill_sent = now_ns();
+            count_blocked(
+                ctx,
+                kill_sent,
+                "SIGKILL of the primary",
+                "SIGKILL of the primary, waiter blocked",
+                blocked,
+            );
+            topo.kill(old);
+            let dead = now_ns();
+            let new = topo.wait_new_primary(&addr);
+            let named = now_ns();
+            ctx.event(named, format!("node {new} promoted, node {old} dead"));
+            lost_writes(ctx, kill_sent, dead, named, "SIGKILL of the primary");
+            sleep_until(dead + down_ms * MS);
+            topo.restart(old);
+            // Restarted as it was configured: node 0 as a primary, empty, until demoted. No
+            // window: the sentinels never name it, so distlock counts no write to it.
+            let demoted = demote(topo, old, new);
+            ctx.event(demoted, format!("node {old} restarted empty and demoted"));
+            topo.settle_now();
+        }
+        (Servers::Sentinel(topo), ServerFault::StopPrimary { ms, linger_ms }) => {
+            let old = topo.primary();
+            let addr = topo.primary_addr();
+            let blocked = await_blocked(topo.node(old));
+            count_blocked(
+                ctx,
+                now_ns(),
+                "SIGSTOP of the primary until failed over",
+                "SIGSTOP of the primary, waiter blocked",
+                blocked,
+            );
+            topo.stop(old);
+            let stopped = now_ns();
+            sleep_until(stopped + ms * MS);
+            let new = topo.wait_new_primary(&addr);
+            let named = now_ns();
+            topo.cont(old);
+            let resumed = now_ns();
+            sleep_until(resumed + linger_ms * MS);
+            let dead = demote(topo, old, new);
+            ctx.event(
+                dead,
+                format!(
+                    "node {new} promoted (named at {}), node {old} SIGCONTed at {} and demoted",
+                    super::rel(ctx.t0, named),
+                    super::rel(ctx.t0, resumed)
+                ),
+            );
+            lost_writes(
+                ctx,
+                stopped,
+                dead,
+                named,
+                "SIGSTOP of the primary until failed over",
+            );
+            topo.settle_now();
+        }
+        (Servers::Cluster(topo), ServerFault::Failover { key, .. }) => {
+            let slot = Cluster::slot_of(&lock_key(KEYS[key].name));
+            let old = topo.node_for_slot(slot);
+            let blocked = await_blocked(topo.node(old));
+            count_blocked(
+                ctx,
+                now_ns(),
+                "CLUSTER FAILOVER",
+                "CLUSTER FAILOVER, waiter blocked",
+                blocked,
+            );
+            let new = topo.failover(old);
+            ctx.event(
+                now_ns(),
+                format!(
+                    "node {new} took over from node {old} (slot {slot} of {})",
+                    KEYS[key].name
+                ),
+            );
+        }
+        (Servers::Cluster(topo), ServerFault::Migrate { key, open_ms }) => {
+            let slot = Cluster::slot_of(&lock_key(KEYS[key].name));
+            let from = topo.node_for_slot(slot);
+            let primaries = topo.primaries();
+            let at = primaries.iter().position(|&p| p == from).unwrap_or(0);
+            let to = primaries[(at + 1) % primaries.len()];
+            let blocked = await_blocked(topo.node(from));
+            count_blocked(
+                ctx,
+                now_ns(),
+                "slot migration",
+                "slot migration, waiter blocked",
+                blocked,
+            );
+            topo.begin_migration(slot, from, to);
+            std::thread::sleep(Duration::from_millis(open_ms));
+            let moved = topo.migrate_keys(slot, from, to);
+            topo.end_migration(slot, from, to);
+            ctx.event(
+                now_ns(),
+                format!(
+                    "slot {slot} of {} moved from node {from} to node {to} ({moved} keys)",
+                    KEYS[key].name
+                ),
+            );
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// A window in which Redis may lose acknowledged writes (see [`Restart`]), from `from` to
+/// `dead`, the old primary's death or demotion, or `named`, the moment the test saw every
+/// sentinel name the new primary, whichever came first. Past `named` the old primary may still
+/// accept writes (it lingers), but none that distlock may count: a write counts only if the
+/// sentinels, asked before it was sent, named the server it went to (a renewal whose check no
+/// sentinel answered does not count), and its kill deadline is anchored before that question.
+/// So a command that runs past `named` + its TTL on a lock of the old primary is a violation.
+fn lost_writes(ctx: &Ctx, from: u64, dead: u64, named: u64, what: &'static str) {
+    ctx.outages.lock().unwrap().push((from, dead.max(named)));
+    ctx.restarts.lock().unwrap().push(Restart {
+        kill_sent: from,
+        from,
+        dead: dead.min(named),
+        up: named,
+        what,
+    });
 }
 
 /// `(ppid, pgrp, session)` of a process.

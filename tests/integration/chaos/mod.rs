@@ -49,6 +49,20 @@
 //! [`chaos`]): each loads both CPUs of the CI machine, and an attack that shares them with the
 //! other would measure the scheduler more than distlock.
 //!
+//! # The Sentinel and Cluster variants
+//!
+//! `sentinel_safety_contract_under_fire` and `cluster_safety_contract_under_fire` run the same
+//! contenders (lines, semaphore and all) behind Sentinel (`Sentinel::start(1)`) and on a Cluster
+//! (`Cluster::start(3, 1)`), without persistence. Their server faults ([`plan::Topology`] and
+//! `faults::replicated_fault`): failovers of every kind and slot migrations by hand, each
+//! started once a waiter is blocked on the node (bounded: 2s), counted with and without one;
+//! stops and pauses of the primary besides. A Sentinel failover may lose writes: it is recorded
+//! as a [`faults::Restart`] from its start to the old primary's death or demotion, and the
+//! checker excuses exactly what a restart excuses over that window (see CONTRIBUTING.md,
+//! "Chaos test"). A Cluster's migrations and coordinated failovers lose nothing and excuse
+//! nothing. The monitor follows the sentinels' primary, or each key's slot
+//! ([`monitor::Source`]).
+//!
 //! # The history mode
 //!
 //! `DISTLOCK_CHAOS_HISTORY=1` (either variant) gives every contender a lock history
@@ -145,8 +159,72 @@ use checker::{Checker, Evidence, Leftovers, parse_log};
 use faults::Restart;
 use plan::{CONTENDERS, Form, KEYS, MAX_TTL_MS, Params, Plan, Topology, WaitKind, node_name};
 
-use crate::fixtures::topology::Primaries;
+use crate::fixtures::topology::{Cluster, Nodes, Primaries, Sentinel};
 use crate::fixtures::{Scratch, bare_distlock};
+
+/// The servers of a run, whatever the topology: their data nodes by index (`Deref` to
+/// [`Nodes`]), and the topology's own faults.
+pub(super) enum Servers {
+    Primaries(Primaries),
+    Sentinel(Sentinel),
+    Cluster(Cluster),
+}
+
+impl Servers {
+    fn start(topology: Topology) -> Servers {
+        match topology {
+            Topology::Single => Servers::Primaries(Primaries::start(1)),
+            Topology::Redlock => Servers::Primaries(Primaries::start_persistent(5)),
+            Topology::Sentinel => Servers::Sentinel(Sentinel::start(1)),
+            Topology::Cluster => Servers::Cluster(Cluster::start(3, 1)),
+        }
+    }
+
+    /// What the contenders are given (several, separated by spaces: a Redlock).
+    fn urls(&self) -> Vec<String> {
+        match self {
+            Servers::Primaries(p) => p.urls(),
+            Servers::Sentinel(s) => vec![s.url()],
+            Servers::Cluster(c) => vec![c.seeds_url()],
+        }
+    }
+
+    /// What the monitors sample: one per server, or the one that follows the primary.
+    fn sources(&self) -> Vec<monitor::Source> {
+        match self {
+            Servers::Primaries(p) => p.urls().into_iter().map(monitor::Source::Url).collect(),
+            Servers::Sentinel(s) => vec![monitor::Source::Sentinel {
+                sentinels: (0..3).map(|i| s.sentinel(i).url()).collect(),
+                service: s.service().to_owned(),
+            }],
+            Servers::Cluster(c) => vec![monitor::Source::Cluster {
+                nodes: c.iter().map(|n| (n.port(), n.url())).collect(),
+            }],
+        }
+    }
+}
+
+impl std::ops::Deref for Servers {
+    type Target = Nodes;
+
+    fn deref(&self) -> &Nodes {
+        match self {
+            Servers::Primaries(p) => p,
+            Servers::Sentinel(s) => s,
+            Servers::Cluster(c) => c,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Servers {
+    fn deref_mut(&mut self) -> &mut Nodes {
+        match self {
+            Servers::Primaries(p) => p,
+            Servers::Sentinel(s) => s,
+            Servers::Cluster(c) => c,
+        }
+    }
+}
 
 const DEFAULT_SECS: u64 = 20;
 /// Every process the test starts carries `CHAOS_RUN_ID=<unique id>`, so that any survivor can be
@@ -490,6 +568,20 @@ fn redlock_safety_contract_under_fire() {
     chaos(Topology::Redlock);
 }
 
+/// The same attack behind Sentinel, with failovers while waiters are blocked (see
+/// [`Topology::Sentinel`]).
+#[test]
+fn sentinel_safety_contract_under_fire() {
+    chaos(Topology::Sentinel);
+}
+
+/// The same attack on a Redis Cluster, with slot migrations and shard failovers while waiters
+/// are blocked (see [`Topology::Cluster`]).
+#[test]
+fn cluster_safety_contract_under_fire() {
+    chaos(Topology::Cluster);
+}
+
 /// Held for a whole run: the variants take turns (see the module documentation).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -518,11 +610,8 @@ fn chaos(topology: Topology) {
             })
         })
         .collect();
-    let servers = Mutex::new(if topology.persistent() {
-        Primaries::start_persistent(topology.nodes())
-    } else {
-        Primaries::start(topology.nodes())
-    });
+    let servers = Mutex::new(Servers::start(topology));
+    let sources = servers.lock().unwrap().sources();
     let busy: Vec<Mutex<()>> = (0..topology.nodes()).map(|_| Mutex::new(())).collect();
     let t0 = now_ns();
     let ctx = Ctx {
@@ -541,7 +630,9 @@ fn chaos(topology: Topology) {
         tally: Mutex::new(BTreeMap::new()),
         restarts: Mutex::new(Vec::new()),
         outages: Mutex::new(Vec::new()),
-        history: history::enabled().then_some(secs + history::KEEP_AFTER_SECS),
+        // Not on a Sentinel deployment or a Cluster (the history is read from one URL).
+        history: (history::enabled() && !topology.replicated())
+            .then_some(secs + history::KEEP_AFTER_SECS),
     };
     if let Some(secs) = ctx.history {
         println!("chaos: history mode: every run keeps a lock history for {secs}s");
@@ -556,10 +647,9 @@ fn chaos(topology: Topology) {
         let procs = s.spawn(|| faults::process_faults(plan, ctx));
         let dog = s.spawn(|| watchdog(ctx));
         // One monitor per node: each samples its own server's view.
-        let monitors: Vec<_> = ctx
-            .urls
+        let monitors: Vec<_> = sources
             .iter()
-            .map(|url| s.spawn(|| monitor::monitor(url, &stop_monitor)))
+            .map(|source| s.spawn(|| monitor::monitor(source, &stop_monitor)))
             .collect();
         // History mode on one server, which restarts empty: read the histories as they grow.
         let collector = (ctx.history.is_some() && !topology.persistent())
@@ -701,7 +791,7 @@ fn most_at_once(outages: &[(u64, u64)]) -> usize {
 fn leftovers(
     run_id: &str,
     topology: Topology,
-    servers: &Primaries,
+    servers: &Servers,
     all_stopped: u64,
     history: Option<u64>,
 ) -> Leftovers {

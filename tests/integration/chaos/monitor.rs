@@ -33,15 +33,66 @@ pub(super) struct KeyView {
     pub(super) line_pttl: i64,
 }
 
+/// What a monitor samples.
+pub(super) enum Source {
+    /// One server.
+    Url(String),
+    /// The primary the sentinels name, asked before every sample: the monitor follows a
+    /// failover as soon as the sentinels do (the old primary, until demoted, is not sampled).
+    Sentinel {
+        sentinels: Vec<String>,
+        service: String,
+    },
+    /// A Cluster's nodes (port, URL): each key is read where its slot is served, following
+    /// MOVED and ASK; a key whose keys are split by a migration (TRYAGAIN) leaves that sample
+    /// out.
+    Cluster { nodes: Vec<(u16, String)> },
+}
+
 /// Sample until `stop`; a connection that fails is replaced (the server restarts).
-pub(super) fn monitor(url: &str, stop: &AtomicBool) -> Vec<Sample> {
-    let mut samples = Vec::new();
-    let mut con: Option<redis::Connection> = None;
-    while !stop.load(Ordering::SeqCst) {
-        if con.is_none() {
-            con = connect(url);
+pub(super) fn monitor(source: &Source, stop: &AtomicBool) -> Vec<Sample> {
+    match source {
+        Source::Url(url) => follow(stop, || Some(url.clone())),
+        Source::Sentinel { sentinels, service } => {
+            let mut asked: Option<redis::Connection> = None;
+            let mut next = 0;
+            follow(stop, || {
+                for _ in 0..sentinels.len() {
+                    if asked.is_none() {
+                        asked = connect(&sentinels[next % sentinels.len()]);
+                    }
+                    if let Some(c) = asked.as_mut() {
+                        let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
+                        let named: Option<Option<(String, String)>> = redis::cmd("SENTINEL")
+                            .arg("GET-MASTER-ADDR-BY-NAME")
+                            .arg(service)
+                            .query(c)
+                            .ok();
+                        if let Some(Some((host, port))) = named {
+                            return Some(format!("redis://{host}:{port}"));
+                        }
+                    }
+                    asked = None;
+                    next += 1;
+                }
+                None
+            })
         }
-        if let Some(c) = con.as_mut() {
+        Source::Cluster { nodes } => cluster(nodes, stop),
+    }
+}
+
+/// Sample the server at the URL `locate` gives before each sample.
+fn follow(stop: &AtomicBool, mut locate: impl FnMut() -> Option<String>) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    let mut con: Option<(String, redis::Connection)> = None;
+    while !stop.load(Ordering::SeqCst) {
+        if let Some(url) = locate() {
+            if con.as_ref().is_none_or(|(at, _)| *at != url) {
+                con = connect(&url).map(|c| (url, c));
+            }
+        }
+        if let Some((_, c)) = con.as_mut() {
             let sent = now_ns();
             match sample(c) {
                 Some(keys) => samples.push(Sample {
@@ -55,6 +106,128 @@ pub(super) fn monitor(url: &str, stop: &AtomicBool) -> Vec<Sample> {
         std::thread::sleep(Duration::from_millis(20));
     }
     samples
+}
+
+/// Reads one key's view where its slot is served: the server's clock, the holders (the
+/// mutex's value, or the semaphore's slots with their scores), their expiry, the line and its
+/// expiry. EVAL_RO: allowed during `CLIENT PAUSE WRITE`, like the MULTI of one server.
+const CLUSTER_READ: &str = r#"
+local t = redis.call('TIME')
+local h
+if ARGV[1] == 'm' then
+  local v = redis.call('GET', KEYS[1])
+  if v then h = {v} else h = {} end
+else
+  h = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+end
+return {t[1], t[2], redis.call('PTTL', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('PTTL', KEYS[2]), h}
+"#;
+
+/// The Cluster's monitor: per key, the node last seen serving it (MOVED moves it; ASK reads
+/// once on the target, after ASKING). A sample is kept only when every key answered.
+fn cluster(nodes: &[(u16, String)], stop: &AtomicBool) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    let mut cons: Vec<Option<redis::Connection>> = nodes.iter().map(|_| None).collect();
+    let mut owner = vec![0usize; KEYS.len()];
+    let index = |addr: &str| {
+        let port: u16 = addr.rsplit(':').next()?.parse().ok()?;
+        nodes.iter().position(|(p, _)| *p == port)
+    };
+    while !stop.load(Ordering::SeqCst) {
+        let sent = now_ns();
+        let mut keys = Vec::new();
+        for (k, key) in KEYS.iter().enumerate() {
+            let lock = lock_key(key.name);
+            let held = if key.is_mutex() {
+                lock.clone()
+            } else {
+                format!("{lock}:slots")
+            };
+            let queue = format!("{lock}:queue");
+            let mut asking: Option<usize> = None;
+            let mut view = None;
+            for _ in 0..3 {
+                let at = asking.unwrap_or(owner[k]);
+                if cons[at].is_none() {
+                    cons[at] = connect(&nodes[at].1);
+                }
+                let Some(c) = cons[at].as_mut() else { break };
+                if asking.is_some() && redis::cmd("ASKING").query::<()>(c).is_err() {
+                    cons[at] = None;
+                    break;
+                }
+                // ASKING holds for the next command only: the read.
+                let read = redis::cmd("EVAL_RO")
+                    .arg(CLUSTER_READ)
+                    .arg(2)
+                    .arg(&held)
+                    .arg(&queue)
+                    .arg(if key.is_mutex() { "m" } else { "s" })
+                    .query::<redis::Value>(c);
+                match read {
+                    Ok(v) => {
+                        view = key_view(v, key.is_mutex());
+                        break;
+                    }
+                    Err(e) => match (e.code(), e.redirect_node().and_then(|(a, _)| index(a))) {
+                        (Some("MOVED"), Some(i)) => {
+                            owner[k] = i;
+                            asking = None;
+                        }
+                        (Some("ASK"), Some(i)) => asking = Some(i),
+                        (Some(_), _) => break,
+                        (None, _) => {
+                            cons[at] = None;
+                            break;
+                        }
+                    },
+                }
+            }
+            match view {
+                Some(v) => keys.push(v),
+                None => break,
+            }
+        }
+        if keys.len() == KEYS.len() {
+            samples.push(Sample {
+                sent,
+                recv: now_ns(),
+                keys,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    samples
+}
+
+/// One key's view from [`CLUSTER_READ`]'s reply.
+fn key_view(v: redis::Value, mutex: bool) -> Option<KeyView> {
+    let (s, us, pttl, waiting, line_pttl, flat): (u64, u64, i64, i64, i64, Vec<String>) =
+        redis::from_redis_value(v).ok()?;
+    let server_ms = s * 1000 + us / 1000;
+    let holders = if mutex {
+        flat
+    } else {
+        live_slots(&flat, server_ms)
+    };
+    Some(KeyView {
+        holders,
+        pttl,
+        waiting,
+        line_pttl,
+    })
+}
+
+/// The tokens of `flat` (ZRANGE WITHSCORES) whose expiry is after `server_ms`.
+fn live_slots(flat: &[String], server_ms: u64) -> Vec<String> {
+    flat.chunks(2)
+        .filter(|pair| {
+            pair.get(1)
+                .and_then(|score| score.parse::<f64>().ok())
+                .is_some_and(|expiry| expiry > server_ms as f64)
+        })
+        .map(|pair| pair[0].clone())
+        .collect()
 }
 
 /// Commands per key in a sample.
@@ -111,14 +284,7 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
                 .collect()
         } else {
             let flat: Vec<String> = redis::from_redis_value(values.next()?).ok()?;
-            flat.chunks(2)
-                .filter(|pair| {
-                    pair.get(1)
-                        .and_then(|score| score.parse::<f64>().ok())
-                        .is_some_and(|expiry| expiry > server_ms as f64)
-                })
-                .map(|pair| pair[0].clone())
-                .collect()
+            live_slots(&flat, server_ms)
         };
         let mut int = || redis::from_redis_value::<i64>(values.next()?).ok();
         let (pttl, waiting, line_pttl) = (int()?, int()?, int()?);

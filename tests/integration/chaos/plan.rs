@@ -60,6 +60,15 @@ pub(super) enum Topology {
     /// restart keeps every acknowledged write. Two fault lanes, so that at most 2 nodes (a
     /// minority) are stopped, paused or down at any instant, and a majority always has its data.
     Redlock,
+    /// A primary and a replica behind three sentinels (`redis+sentinel://`), without
+    /// persistence: failovers (`SENTINEL FAILOVER`, a SIGKILLed or a SIGSTOPped primary) while
+    /// waiters are blocked on their doorbells, besides short stops and pauses of the primary.
+    Sentinel,
+    /// Redis Cluster, 3 primaries with a replica each (`redis+cluster://`), without
+    /// persistence: migrations of a lock's slot by hand (`SETSLOT IMPORTING/MIGRATING`,
+    /// `MIGRATE`, `SETSLOT NODE`) and coordinated shard failovers (`CLUSTER FAILOVER`) while
+    /// waiters are blocked, besides pauses of a lock's primary.
+    Cluster,
 }
 
 impl Topology {
@@ -67,13 +76,15 @@ impl Topology {
         match self {
             Topology::Single => 1,
             Topology::Redlock => 5,
+            Topology::Sentinel => 2,
+            Topology::Cluster => 6,
         }
     }
 
     /// How many server faults may be under way at once, each on its own node.
     pub(super) fn lanes(self) -> usize {
         match self {
-            Topology::Single => 1,
+            Topology::Single | Topology::Sentinel | Topology::Cluster => 1,
             Topology::Redlock => 2,
         }
     }
@@ -85,13 +96,19 @@ impl Topology {
 
     /// Whether waiters take a place in a line (and `--supersede` exists): not on a Redlock.
     pub(super) fn queues(self) -> bool {
-        self == Topology::Single
+        self != Topology::Redlock
     }
 
     /// Whether `--limit N` is allowed: not on a Redlock, whose majority keeps mutex holders
     /// apart but not the L+1 holders of a semaphore of L (src/lock/redlock/mod.rs refuses it).
     pub(super) fn semaphores(self) -> bool {
-        self == Topology::Single
+        self != Topology::Redlock
+    }
+
+    /// Whether the servers are a Sentinel deployment or a Cluster, whose faults are
+    /// failovers and migrations rather than the faults of independent servers.
+    pub(super) fn replicated(self) -> bool {
+        matches!(self, Topology::Sentinel | Topology::Cluster)
     }
 
     /// The test that runs it (for the replay line).
@@ -99,6 +116,8 @@ impl Topology {
         match self {
             Topology::Single => "chaos::safety_contract_under_fire",
             Topology::Redlock => "chaos::redlock_safety_contract_under_fire",
+            Topology::Sentinel => "chaos::sentinel_safety_contract_under_fire",
+            Topology::Cluster => "chaos::cluster_safety_contract_under_fire",
         }
     }
 
@@ -106,6 +125,10 @@ impl Topology {
         match self {
             Topology::Single => "one server without persistence",
             Topology::Redlock => "a Redlock over 5 persistent primaries (appendfsync always)",
+            Topology::Sentinel => "a primary and a replica behind 3 sentinels, without persistence",
+            Topology::Cluster => {
+                "a Redis Cluster of 3 primaries with a replica each, without persistence"
+            }
         }
     }
 }
@@ -120,6 +143,21 @@ pub(super) enum ServerFault {
     Restart { down_ms: u64 },
     /// `CLIENT PAUSE ms WRITE`.
     Pause { ms: u64 },
+    /// Sentinel: `SENTINEL FAILOVER` (the primary alive); the old primary, still a primary,
+    /// lingers `linger_ms` after every sentinel names the new one (accepting the writes of
+    /// whoever still talks to it), then is demoted. Cluster: `CLUSTER FAILOVER` on the replica of
+    /// the primary of `key`'s slot (coordinated: nothing acknowledged is lost).
+    Failover { key: usize, linger_ms: u64 },
+    /// Sentinel: SIGKILL the primary, wait for the sentinels to promote the replica, start
+    /// the old one again (empty) after `down_ms` and make it a replica at once.
+    KillPrimary { down_ms: u64 },
+    /// Sentinel: SIGSTOP the primary for at least `ms` and until the sentinels have promoted
+    /// the replica (longer than their down-after time), then SIGCONT; it lingers as a primary
+    /// `linger_ms` (as after a `Failover`), then is demoted.
+    StopPrimary { ms: u64, linger_ms: u64 },
+    /// Cluster: migrate `key`'s slot to another primary by hand: open it (IMPORTING,
+    /// MIGRATING), leave it open `open_ms`, MIGRATE its keys, close it (SETSLOT NODE).
+    Migrate { key: usize, open_ms: u64 },
 }
 
 impl ServerFault {
@@ -128,6 +166,12 @@ impl ServerFault {
         match self {
             ServerFault::Stop { ms } | ServerFault::Pause { ms } => ms,
             ServerFault::Restart { down_ms } => down_ms + 100,
+            // What these take on an idle machine: the sentinels judge a primary down after
+            // 3s, and a failover takes another second or two.
+            ServerFault::Failover { linger_ms, .. } => 2500 + linger_ms,
+            ServerFault::KillPrimary { down_ms } => 5000 + down_ms,
+            ServerFault::StopPrimary { ms, linger_ms } => ms + 1500 + linger_ms,
+            ServerFault::Migrate { open_ms, .. } => open_ms + 300,
         }
     }
 
@@ -150,6 +194,20 @@ impl ServerFault {
                 }
             ),
             ServerFault::Pause { ms } => format!("CLIENT PAUSE {ms} WRITE"),
+            ServerFault::Failover { key, linger_ms } => format!(
+                "failover (Sentinel: the old primary lingers {linger_ms}ms; Cluster: {}'s shard)",
+                KEYS[key].name
+            ),
+            ServerFault::KillPrimary { down_ms } => {
+                format!("SIGKILL the primary, failover, restart it empty after {down_ms}ms")
+            }
+            ServerFault::StopPrimary { ms, linger_ms } => format!(
+                "SIGSTOP the primary for {ms}ms or until failed over; it lingers {linger_ms}ms"
+            ),
+            ServerFault::Migrate { key, open_ms } => format!(
+                "migrate the slot of {} to another primary, open for {open_ms}ms",
+                KEYS[key].name
+            ),
         }
     }
 }
@@ -238,11 +296,61 @@ fn server_lane(rng: &mut fastrand::Rng, end: u64, nodes: usize) -> Vec<Hit> {
     server
 }
 
+/// The lane of a Sentinel deployment or a Cluster: its failovers and migrations, each aimed
+/// at a moment when waiters are blocked (the executor waits a little for one), with stops
+/// and pauses of the primary in between. The node is resolved when the fault is executed
+/// (the primary, or the primary of a key's slot): node 0 here.
+fn replicated_lane(rng: &mut fastrand::Rng, end: u64, topology: Topology) -> Vec<Hit> {
+    let mut server = Vec::new();
+    let mut t = rng.u64(1000..2000);
+    loop {
+        let key = rng.usize(..KEYS.len());
+        let fault = match (topology, rng.u32(0..100)) {
+            (Topology::Sentinel, 0..35) => ServerFault::Failover {
+                key,
+                linger_ms: rng.u64(0..3000),
+            },
+            (Topology::Sentinel, 35..55) => ServerFault::KillPrimary {
+                down_ms: rng.u64(0..1500),
+            },
+            (Topology::Sentinel, 55..75) => ServerFault::StopPrimary {
+                ms: rng.u64(3500..5000),
+                linger_ms: rng.u64(0..3000),
+            },
+            (Topology::Sentinel, 75..88) => ServerFault::Stop {
+                ms: rng.u64(100..900),
+            },
+            (Topology::Cluster, 0..55) => ServerFault::Migrate {
+                key,
+                open_ms: rng.u64(100..1500),
+            },
+            (Topology::Cluster, 55..85) => ServerFault::Failover { key, linger_ms: 0 },
+            _ => ServerFault::Pause {
+                ms: rng.u64(200..2000),
+            },
+        };
+        if t + fault.duration_ms() > end {
+            break;
+        }
+        server.push(Hit {
+            at: t,
+            node: 0,
+            fault,
+        });
+        t += fault.duration_ms() + rng.u64(300..1200);
+    }
+    server
+}
+
 impl Plan {
     pub(super) fn new(seed: u64, secs: u64, topology: Topology) -> Plan {
         let mut rng = fastrand::Rng::with_seed(seed);
         let end = secs * 1000;
-        let mut server = vec![server_lane(&mut rng, end, topology.nodes())];
+        let mut server = vec![if topology.replicated() {
+            replicated_lane(&mut rng, end, topology)
+        } else {
+            server_lane(&mut rng, end, topology.nodes())
+        }];
         let mut procs = Vec::new();
         let mut t = rng.u64(200..800);
         while t < end {
@@ -308,7 +416,11 @@ impl Plan {
                     s,
                     "  {:+.3}s {} {}",
                     h.at as f64 / 1e3,
-                    node_name(self.topology, h.node),
+                    if self.topology.replicated() {
+                        "the primary:".to_owned()
+                    } else {
+                        node_name(self.topology, h.node)
+                    },
                     h.fault.describe(self.topology.persistent())
                 );
             }
@@ -374,6 +486,7 @@ pub(super) fn node_name(topology: Topology, node: usize) -> String {
     match topology {
         Topology::Single => "redis".into(),
         Topology::Redlock => format!("node {node}"),
+        Topology::Sentinel | Topology::Cluster => format!("node {node}"),
     }
 }
 
