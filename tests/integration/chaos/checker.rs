@@ -376,8 +376,8 @@ impl<'a> Checker<'a> {
     /// release: no other section of the key starts within [`plan::COOLDOWN_MS`] of its end.
     /// Its last stamp comes before the release, which starts the cool-down on the server's
     /// clock; the stamps and the server read the same machine's clocks (1ms spared for their
-    /// ticks). A restart that forgot the lock in between excuses it (a single server without
-    /// persistence). A release that failed leaves the lock until its TTL, which is longer.
+    /// ticks). A restart that forgot the lock or the cool-down in between excuses it (a single
+    /// server without persistence): one during the section as well as one after it. A release that failed leaves the lock until its TTL, which is longer.
     fn cool_downs_hold(&mut self) {
         let cooldown = plan::COOLDOWN_MS * MS;
         let mut held = 0;
@@ -403,10 +403,15 @@ impl<'a> Checker<'a> {
                     held += 1;
                     continue;
                 }
+                // The cool-down is written by x's release, on the server that holds x's lock: a
+                // restart after x's start (x was granted by the old server, then released on
+                // an empty one, which had nothing of x's to keep taken) or after x's end (the
+                // cool-down itself forgotten) excuses it, as the overlap check excuses a
+                // section whose lock a restart forgot (`restart_excuse`: after its spawn).
                 if self
                     .restarts
                     .iter()
-                    .any(|r| r.dead > x.last && r.from < y.start)
+                    .any(|r| xr.spawned < r.dead && r.from < y.start)
                 {
                     continue;
                 }
