@@ -329,26 +329,20 @@ impl Node {
     /// (Redis 7.4 and later, Valkey 8 and later): then a request queued behind a blocked one
     /// costs a buffer of its own, about 20 KB, for the whole block, where a client blocked with
     /// nothing queued costs about 3 KB. Older servers keep every client's buffer for 2 s after
-    /// it last spoke, so a client that speaks every 2 s keeps it either way. Asked once per
-    /// connection with `HELLO 2` (which every ACL user may run, like AUTH; on a RESP2
-    /// connection it changes nothing); a server that refuses it is taken for an older one.
-    pub fn shares_read_buffers(&mut self, deadline: Instant) -> Result<bool, BackendError> {
-        if let (Some((server, shares)), Some(now)) = (&self.shares, &self.server) {
-            if Arc::ptr_eq(server, now) && self.conn.is_some() {
-                return Ok(*shares);
+    /// it last spoke, so a client that speaks every 2 s keeps it either way. `None` until the
+    /// server has said so on this connection: [`Node::ring`] asks it (`HELLO 2`, which every ACL
+    /// user may run, like AUTH; on a RESP2 connection it changes nothing) in the same write as
+    /// the first wait, so the question costs no round trip of its own; a server that refuses it
+    /// is taken for an older one.
+    pub fn shares_read_buffers(&self) -> Option<bool> {
+        match (&self.shares, &self.server) {
+            (Some((server, shares)), Some(now))
+                if Arc::ptr_eq(server, now) && self.conn.is_some() =>
+            {
+                Some(*shares)
             }
+            _ => None,
         }
-        let _deferred = Deferred::new();
-        let limit = self.ready(deadline)?;
-        let conn = self.conn(deadline)?;
-        let result = redis::cmd("HELLO").arg(2).query::<redis::Value>(conn);
-        let shares = match self.finish(result, limit, deadline) {
-            Ok(hello) => hello_shares_buffers(&hello),
-            Err(BackendError::Server { .. }) => false,
-            Err(e) => return Err(e),
-        };
-        self.shares = self.server.clone().map(|server| (server, shares));
-        Ok(shares)
     }
 
     /// Wait up to `block` for an element on the list `bell` (`BLPOP`), and with `then`, run
@@ -381,9 +375,23 @@ impl Node {
         {
             let _deferred = Deferred::new();
             let limit = self.ready(deadline)?;
+            // The first wait on a connection asks the server what it is in the same write (see
+            // `shares_read_buffers`); its reply comes at once, before the wait's.
+            let ask = self.shares_read_buffers().is_none();
+            if ask {
+                let mut hello = redis::cmd("HELLO").arg(2).get_packed_command();
+                hello.extend(packed);
+                packed = hello;
+            }
             let conn = self.conn(deadline)?;
-            let result = conn.send_packed_command(&packed);
-            self.finish(result, limit, deadline)?;
+            let result = conn.send_packed_command(&packed).and_then(|()| match ask {
+                true => conn.recv_response().map(Some),
+                false => Ok(None),
+            });
+            if let Some(hello) = self.finish(result, limit, deadline)? {
+                let shares = hello_shares_buffers(&hello);
+                self.shares = self.server.clone().map(|server| (server, shares));
+            }
         }
         let _open = Deferred::except(&WAIT_ENDERS);
         let interrupted = |node: &mut Node| {

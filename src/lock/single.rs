@@ -352,10 +352,14 @@ impl Lock for SingleNode {
         // memory: a server that lends idle clients a shared read buffer gives a client with a
         // request queued behind its wait a buffer of its own for the whole wait, about 20 KB
         // against about 3 KB (benches/README.md, issue 26). Otherwise it is sent after the
-        // wait, with the claim: one round trip more on a hand-off.
-        let shares = self.worker.call(budget, true, |node, deadline| {
-            node.shares_read_buffers(deadline)
-        })?;
+        // wait, with the claim: one round trip more on a hand-off. Until the server has said
+        // which it is (it is asked in the same write as the first wait on a connection), the
+        // take-up rides behind: a first wait costs such a server 20 KB for at most one refresh
+        // interval, where asking first would cost every contended acquisition a round trip.
+        let shares = self
+            .worker
+            .call(budget, true, |node, _| Ok(node.shares_read_buffers()))?
+            .unwrap_or(false);
         let plain = Request {
             queueing: Queueing::Refresh,
             doorbell: true,

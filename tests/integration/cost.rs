@@ -203,10 +203,10 @@ fn a_hand_off_takes_two_round_trips() {
 }
 
 /// A contended acquisition, from the waiter's start to its command (issue 26): one connection.
-/// The attempt that joins the line ("join"); one HELLO, which tells whether the server lends
-/// idle clients a shared read buffer (Redis 7.0 here does not: the refresh may ride behind
-/// the wait); then, per look, one write of a wait on its
-/// doorbell (BLPOP) with a "refresh" behind it, never closer than 1.5 s apart while in line; the
+/// The attempt that joins the line ("join"); then, per look, one write of a wait on its
+/// doorbell (BLPOP) with a "refresh" behind it, the first with a HELLO in front (which tells
+/// whether the server lends idle clients a shared read buffer; Redis 7.0 here does not, so the
+/// refresh rides behind every wait), never closer than 1.5 s apart while in line; the
 /// holder's release pushes onto the doorbell, and the refresh queued behind the wait takes the
 /// lock up: after the release, nothing else. No SUBSCRIBE, no "try".
 #[test]
@@ -270,7 +270,8 @@ fn a_contended_acquisition_joins_then_waits_on_its_doorbell() {
             summary(&waiters)
         );
     }
-    // The server asked once, right after joining, before the first wait.
+    // The server asked once, right after joining, in the write of the first wait (one
+    // connection: MONITOR shows the commands of one write in order, nothing between them).
     let hellos: Vec<usize> = in_line
         .iter()
         .enumerate()
@@ -281,6 +282,12 @@ fn a_contended_acquisition_joins_then_waits_on_its_doorbell() {
         hellos,
         [1],
         "one HELLO, after the join: {:?}",
+        summary(&waiters)
+    );
+    assert_eq!(
+        in_line.get(2).map(|(_, r)| r.command()).as_deref(),
+        Some("BLPOP"),
+        "the HELLO in the write of the first wait: {:?}",
         summary(&waiters)
     );
     // Each wait on the doorbell is followed by its refresh: one BLPOP per refresh, and the last
