@@ -148,6 +148,13 @@ fn dead(s: &State, token: &str) -> bool {
         .is_some_and(|c| c.paused || matches!(c.phase, Phase::Done(_)))
 }
 
+/// Client `j` (`c`) can be told of its turn: subscribed to its wake channel, or a bell-only
+/// doorbell waiter, whose turn is pushed onto its doorbell as data (common.lua `wake`) that its
+/// blocking pop takes, or its next one (waiter.rs:159-201).
+fn told(world: &World, j: usize, c: &super::Client) -> bool {
+    c.subscribed || world.config.clients[j].bell_only
+}
+
 /// After a script ran for client `i`: fences, FIFO, expiries, well-formedness, only the
 /// holder changes its own lock, no error.
 pub fn after_exec(
@@ -380,13 +387,16 @@ pub fn after_tick(
     let a = view(&s.redis.keyspace, s.redis.now_ms());
     // A waiter handed the lock, subscribed, live, and whose wake-up cannot be lost takes it up
     // in the same instant (its wake-up and attempt are urgent): a hand-off that survives a
-    // tick was never announced.
-    if world.config.lost_wakes == 0
-        && let Some(t) = string(&b, "")
+    // tick was never announced. So does a bell-only doorbell waiter, whatever the lost
+    // wake-ups (a push is data, not a message that can be lost): its blocking pop is served in
+    // the step that pushed, or its next pipeline (sent at once after a reply) pops it at once,
+    // and the refresh behind is urgent.
+    if let Some(t) = string(&b, "")
         && hash(&b, ":owner").contains_key("handed")
-        && let Some(c) = s.clients.iter().find(|c| c.token == t)
+        && let Some(j) = s.clients.iter().position(|c| c.token == t)
+        && let c = &s.clients[j]
         && matches!(c.phase, Phase::Waiting { .. })
-        && c.subscribed
+        && ((c.subscribed && world.config.lost_wakes == 0) || world.config.clients[j].bell_only)
         && !c.paused
         && c.losses_left == world.config.losses
     {
@@ -446,7 +456,7 @@ pub fn after_tick(
                 };
                 let c = &s.clients[j];
                 let live = matches!(c.phase, Phase::Waiting { .. })
-                    && c.subscribed
+                    && told(world, j, c)
                     && !c.paused
                     && !world.config.clients[j].polls
                     && alive.get(w).is_some_and(|&d| d as u64 >= then);
@@ -549,7 +559,7 @@ pub fn state(world: &mut World, s: &mut State) -> Result<(), Violation> {
         let c = &s.clients[j];
         (matches!(c.phase, Phase::Waiting { .. })
             && !c.paused
-            && c.subscribed
+            && told(world, j, c)
             && !world.config.clients[j].polls)
             .then_some(h)
     });

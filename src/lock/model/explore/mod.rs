@@ -95,6 +95,13 @@ pub struct ClientSpec {
     pub renewals: u8,
     /// It waits on its doorbell (`wake = list`; see `doorbell.rs`).
     pub doorbell: bool,
+    /// A doorbell waiter that is told of its turn ONLY by its doorbell, as distlock's is
+    /// (waiter.rs:159-201: in line with a doorbell, `run` waits on it and `continue`s before
+    /// the `subscribe` at waiter.rs:203-204; it subscribes only once the server refused the
+    /// pop, waiter.rs:319-322, which the model never does). Without it a doorbell waiter is also
+    /// subscribed to its wake channel (an older model, kept by C7): a grant published instead
+    /// of pushed would still reach it.
+    pub bell_only: bool,
 }
 
 impl ClientSpec {
@@ -112,6 +119,16 @@ impl ClientSpec {
             give_up: false,
             renewals: 1,
             doorbell: false,
+            bell_only: false,
+        }
+    }
+
+    /// A doorbell waiter that joins at once, woken by its doorbell only (`bell_only`).
+    pub fn bell_only() -> ClientSpec {
+        ClientSpec {
+            doorbell: true,
+            bell_only: true,
+            ..ClientSpec::mutex()
         }
     }
 }
@@ -404,6 +421,12 @@ impl World {
             // renaming is not a symmetry there (see symmetry.rs).
             return Err(format!("{}: no symmetry reduction with slots", config.name));
         }
+        if let Some(c) = config.clients.iter().find(|c| c.bell_only && !c.doorbell) {
+            return Err(format!(
+                "{}: bell_only without a doorbell: {c:?}",
+                config.name
+            ));
+        }
         if config.symmetry && config.clients.iter().any(|c| c.doorbell) {
             // A doorbell's key names its waiter's token: symmetry.rs renames values, not keys.
             return Err(format!(
@@ -442,8 +465,9 @@ impl World {
                 inflight: None,
                 orphan: None,
                 wake: None,
-                // (A doorbell waiter can be woken: its turn is pushed to it.)
-                subscribed: spec.doorbell,
+                // (A doorbell waiter can be woken: its turn is pushed to it; unless it is
+                // `bell_only`, the model also subscribes it to its wake channel.)
+                subscribed: spec.doorbell && !spec.bell_only,
                 paused: false,
                 losses_left: self.config.losses,
                 released: false,
@@ -844,8 +868,10 @@ impl World {
                     }
                     // waiter.rs `run`: a busy first attempt subscribes (notify) and takes its
                     // place in line at once (both modes).
+                    // (A bell-only waiter joins at once and is never answered busy; were it, it
+                    // would still not subscribe.)
                     Answer::Busy(_) => {
-                        c.subscribed = !spec.polls;
+                        c.subscribed = !spec.polls && !spec.bell_only;
                         c.next = Some((Kind::Acquire(spec.place), now));
                     }
                     Answer::Queued {
