@@ -313,7 +313,9 @@ fn replicated_fault(servers: &Mutex<Servers>, fault: ServerFault, ctx: &Ctx) -> 
                 "CLUSTER FAILOVER, waiter blocked",
                 blocked,
             );
+            let from = now_ns();
             let new = topo.failover(old);
+            ctx.ambiguous.lock().unwrap().push((from, now_ns()));
             ctx.event(
                 now_ns(),
                 format!(
