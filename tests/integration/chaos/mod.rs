@@ -61,8 +61,8 @@
 //! checker excuses exactly what a restart excuses over that window (see CONTRIBUTING.md,
 //! "Chaos test"). A Cluster's migrations and coordinated failovers lose nothing and excuse
 //! nothing, but the monitor's samples read during a coordinated failover are left out (the
-//! old primary answers reads with what it had until it hears of the new one). The monitor follows the sentinels' primary, or each key's slot
-//! ([`monitor::Source`]).
+//! old primary answers reads with what it had until it hears of the new one). The monitor
+//! follows the sentinels' primary, or each key's slot ([`monitor::Source`]).
 //!
 //! # The history mode
 //!
