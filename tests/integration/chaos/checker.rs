@@ -177,10 +177,10 @@ impl<'a> Checker<'a> {
         let mut s = format!(
             "{id}: key {}{} ttl {}ms wait {:?}{}{} form {:?} hold {}ms; spawned {} exited {} ({})",
             key.name,
-            if key.is_mutex() {
-                String::new()
-            } else {
-                format!(" --limit {}", key.limit)
+            match r.params.also {
+                Some(also) => format!(" (a set with {})", KEYS[also].name),
+                None if key.is_mutex() => String::new(),
+                None => format!(" --limit {}", key.limit),
             },
             r.params.ttl_ms,
             r.params.wait,

@@ -294,7 +294,8 @@ struct Live {
     group_dead: Option<u64>,
 }
 
-/// One finished iteration.
+/// One finished iteration (a lock set's: one per key).
+#[derive(Clone)]
 struct RunRec {
     id: String,
     params: Params,
@@ -391,8 +392,11 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
         }
         cmd.env("DISTLOCK_REDIS_URL", ctx.urls.join(" "))
             .env(MARKER, &ctx.run_id)
-            .args(["-v", "run", "-k", KEYS[p.key].name, "--ttl"])
-            .arg(format!("{}ms", p.ttl_ms));
+            .args(["-v", "run", "-k", KEYS[p.key].name]);
+        if let Some(also) = p.also {
+            cmd.args(["-k", KEYS[also].name]);
+        }
+        cmd.arg("--ttl").arg(format!("{}ms", p.ttl_ms));
         if !KEYS[p.key].is_mutex() {
             cmd.arg("--limit").arg(KEYS[p.key].limit.to_string());
         }
@@ -435,9 +439,16 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
                 Some(counter) => counter.as_os_str(),
                 None => "-".as_ref(),
             })
-            .arg(p.hold_ms.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(err_file));
+            .arg(p.hold_ms.to_string());
+        // A lock set's command is a section on its second key too, under its own id.
+        let also_id = p.also.map(|_| format!("{id}.2"));
+        if let (Some(also), Some(also_id)) = (p.also, &also_id) {
+            let counter = ctx.counters[also]
+                .as_ref()
+                .expect("sets are drawn on mutexes, which have counters");
+            cmd.arg(also_id).arg(counter);
+        }
+        cmd.stdout(Stdio::null()).stderr(Stdio::from(err_file));
         let spawned = now_ns();
         let mut child = cmd.spawn().expect("spawn distlock");
         let pid = Pid::from_raw(child.id() as i32);
@@ -469,7 +480,7 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             .expect("our entry in the table");
         let status = child.wait().unwrap();
         let stderr = String::from_utf8_lossy(&fs::read(&err_path).unwrap_or_default()).into_owned();
-        runs.push(RunRec {
+        let rec = RunRec {
             id,
             params: p,
             spawned,
@@ -484,7 +495,21 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             stopped: live.stopped,
             resumed: live.resumed,
             group_dead: live.group_dead,
-        });
+        };
+        // A lock set: the same run, seen from its second key (the checker checks every key's
+        // sections against every other section on that key).
+        if let (Some(also), Some(also_id)) = (p.also, also_id) {
+            runs.push(RunRec {
+                id: also_id,
+                params: Params {
+                    key: also,
+                    also: Some(p.key),
+                    ..p
+                },
+                ..rec.clone()
+            });
+        }
+        runs.push(rec);
         // Loop pacing.
         std::thread::sleep(Duration::from_millis(p.gap_ms));
     }
@@ -756,7 +781,8 @@ fn chaos(topology: Topology) {
 
     // Summary.
     let mut exits: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &runs {
+    // (A lock set's second record is the same run.)
+    for r in runs.iter().filter(|r| !r.id.ends_with(".2")) {
         let mut exit = r.exit();
         if r.stderr.contains("superseded by") {
             exit.push_str(" (superseded)");
@@ -768,8 +794,9 @@ fn chaos(topology: Topology) {
     let mut summary = String::new();
     let _ = writeln!(
         summary,
-        "chaos: {} runs, {} sections ({} completed), {} monitor samples, {} restarts forgetting the locks, wall {:.1}s; exits {exits:?}",
-        runs.len(),
+        "chaos: {} runs ({} of them lock sets of two mutexes), {} sections ({} completed; a set's command counts once per key), {} monitor samples, {} restarts forgetting the locks, wall {:.1}s; exits {exits:?}",
+        runs.iter().filter(|r| !r.id.ends_with(".2")).count(),
+        runs.iter().filter(|r| r.id.ends_with(".2")).count(),
         sections.len(),
         sections.values().filter(|x| x.ended).count(),
         samples.iter().map(Vec::len).sum::<usize>(),

@@ -475,6 +475,10 @@ pub(super) struct Params {
     pub(super) form: Form,
     pub(super) hold_ms: u64,
     pub(super) gap_ms: u64,
+    /// A lock set: a second mutex taken with `key` (`run -k KEY -k ALSO`, typed in that
+    /// order, which is the sets' canonical order or not as the draw falls). Its command is a
+    /// section on each key ([`super::RunRec`]s, one per key).
+    pub(super) also: Option<usize>,
 }
 
 /// The `--cooldown` of the runs that draw one: shorter than every TTL, so that a lock whose
@@ -543,6 +547,21 @@ impl Params {
             gap_ms: rng.u64(0..100),
             // Drawn last, so that the other draws of a seed are what they were before.
             cooldown: KEYS[key].is_mutex() && rng.u32(..100) < 15,
+            also: None,
         }
+        .with_set(rng)
+    }
+
+    /// One mutex run in 4 (not a `--supersede` one, which a set refuses, nor a `--cooldown`
+    /// one) takes a second mutex with it. Drawn after everything else, so that the other draws of a seed are what they
+    /// were before sets.
+    fn with_set(mut self, rng: &mut fastrand::Rng) -> Params {
+        if KEYS[self.key].is_mutex() && rng.u32(..100) < 25 && !self.supersede && !self.cooldown {
+            let others: Vec<usize> = (0..KEYS.len())
+                .filter(|&k| k != self.key && KEYS[k].is_mutex())
+                .collect();
+            self.also = Some(others[rng.usize(..others.len())]);
+        }
+        self
     }
 }
