@@ -11,13 +11,17 @@ use crate::exit::Code;
 /// Options shared by the commands that take a lock (`run`, `acquire`).
 #[derive(Debug, Args)]
 pub struct TakeArgs {
-    /// Name of the lock.
+    /// Name of the lock; repeat for several keys (up to 32), all taken before the command starts.
     ///
     /// Up to 256 bytes of printable characters without whitespace, braces, backslashes or glob
     /// characters (* ? [ ]). Processes that use the same key (and prefix) on the same Redis
-    /// exclude each other.
-    #[arg(short, long, value_name = "KEY")]
-    pub key: String,
+    /// exclude each other. With several keys (-k db -k deploy), distlock takes them one at a
+    /// time in one order (by Redis key, whatever order they were typed in), keeping those it
+    /// has while it waits for the next, under one --wait: runs that name the same keys in
+    /// other orders never deadlock. Any failure gives every key back. Not with --limit N>1,
+    /// --supersede or --replace.
+    #[arg(short, long, value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// Lifetime of the lock in Redis without renewal (from 1s to 24h).
     ///

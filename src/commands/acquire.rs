@@ -20,6 +20,11 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         env_file,
         json,
     } = cfg;
+    if cfg.keys.len() > 1 {
+        return Err(Error::Usage(
+            "several keys (-k) are not taken by this build yet; keep one -k".into(),
+        ));
+    }
     let lock = lock::open(cfg.name.clone(), &cfg.topology);
     acquire_with(&cfg, &env_file, json, lock, out)
 }

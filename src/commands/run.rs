@@ -34,6 +34,11 @@ use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
+    if cfg.take.keys.len() > 1 {
+        return Err(Error::Usage(
+            "several keys (-k) are not taken by this build yet; keep one -k".into(),
+        ));
+    }
     // The connection opens in the background while the rest gets ready.
     let lock = lock::open(cfg.take.name.clone(), &cfg.take.topology);
     run_with(cfg, lock, out)

@@ -167,8 +167,11 @@ pub struct Limits {
 pub struct TakeConfig {
     /// How to reach Redis.
     pub topology: Topology,
-    /// Which lock.
+    /// Which lock (the first key given, for a set).
     pub name: LockName,
+    /// Every key given, in the order typed (one for most runs; up to [`MAX_KEYS`] for a set,
+    /// which `lock::open_set` takes in key order).
+    pub keys: Vec<LockName>,
     /// The lock's TTL.
     pub ttl: Duration,
     /// How long and how to wait.
@@ -463,7 +466,8 @@ fn take_config(
     origins: &Origins,
     why_ttl: &str,
 ) -> Result<TakeConfig, Error> {
-    let name = lock_name(&global.prefix, &args.key, origins)?;
+    let keys = lock_names(&global.prefix, &args, origins)?;
+    let name = keys[0].clone();
     check_ttl(&args.ttl, origins, why_ttl)?;
     if args.report_every.value < Duration::from_secs(1) {
         return Err(Error::Usage(format!(
@@ -506,6 +510,7 @@ fn take_config(
     Ok(TakeConfig {
         topology,
         name,
+        keys,
         ttl: args.ttl.value,
         wait: WaitPolicy {
             limit: if args.no_wait {
@@ -535,6 +540,65 @@ fn take_config(
         after,
         warn_wait: None,
     })
+}
+
+/// The most keys one run takes (`-k` repeated).
+pub const MAX_KEYS: usize = 32;
+
+/// The keys of a take (`-k`, repeatable), checked: each a valid key, none twice, at most
+/// [`MAX_KEYS`], and, with several, none of the flags a set cannot keep (`--limit N>1`,
+/// `--supersede`, `--replace`): refused before anything is sent. Never empty (clap requires
+/// one `-k`).
+fn lock_names(
+    prefix: &str,
+    args: &cli::TakeArgs,
+    origins: &Origins,
+) -> Result<Vec<LockName>, Error> {
+    let given = &args.key;
+    if given.is_empty() {
+        return Err(Error::Usage(
+            "no key given; name the lock with -k KEY".into(),
+        ));
+    }
+    if given.len() > MAX_KEYS {
+        return Err(Error::Usage(format!(
+            "{} keys given; one run takes at most {MAX_KEYS}: split the work, or use fewer keys",
+            given.len()
+        )));
+    }
+    if let Some((_, key)) = given
+        .iter()
+        .enumerate()
+        .find(|(i, key)| given[..*i].contains(key))
+    {
+        return Err(Error::Usage(format!(
+            "key {} is given twice (-k); give each key once",
+            crate::text::quote(key)
+        )));
+    }
+    if given.len() > 1 {
+        let refused = if args.limit > 1 {
+            Some(format!(
+                "{} {} (a semaphore) takes one key; several keys are mutexes: drop it or keep \
+                 one -k",
+                origins.option("limit"),
+                args.limit
+            ))
+        } else if args.supersede {
+            Some("--supersede takes one key; drop it or keep one -k".to_owned())
+        } else if args.replace {
+            Some("--replace takes one key; drop it or keep one -k".to_owned())
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            return Err(Error::Usage(format!("{refused} (several keys given)")));
+        }
+    }
+    given
+        .iter()
+        .map(|key| lock_name(prefix, key, origins))
+        .collect()
 }
 
 /// The longest `--min-interval` or `--cooldown`.
