@@ -199,6 +199,24 @@ pub struct TakeConfig {
     pub warn_wait: Option<Duration>,
 }
 
+impl TakeConfig {
+    /// Whether the run takes several keys (a lock set).
+    pub fn is_set(&self) -> bool {
+        self.keys.len() > 1
+    }
+
+    /// What messages call the lock: `"deploy"`, or for a set `set "db deploy"` (the keys in the
+    /// order typed).
+    pub fn quoted(&self) -> String {
+        if self.is_set() {
+            let keys: Vec<&str> = self.keys.iter().map(LockName::key).collect();
+            format!("set {}", crate::text::quote(&keys.join(" ")))
+        } else {
+            crate::text::quote(self.name.key())
+        }
+    }
+}
+
 /// `distlock acquire`, decided.
 pub struct AcquireConfig {
     /// Which lock, and how to wait for it.

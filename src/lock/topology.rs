@@ -67,6 +67,17 @@ pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
     }
 }
 
+/// The lock over every key of `names` on `topology` (a [`super::set::LockSet`] for several,
+/// taken in key order; the lock of that key for one). Connects on first use.
+pub fn open_set(names: &[LockName], topology: &Topology) -> Box<dyn Lock> {
+    match names {
+        [one] => open(one.clone(), topology),
+        _ => Box::new(super::set::LockSet::new(
+            names.iter().map(|n| open(n.clone(), topology)).collect(),
+        )),
+    }
+}
+
 /// What `list` found.
 #[derive(Debug, Default)]
 pub struct Listing {

@@ -154,7 +154,7 @@ impl Session {
         succeeded: bool,
         out: &Output,
     ) -> Option<Ownership> {
-        let key = crate::text::quote(cfg.name.key());
+        let key = cfg.quoted();
         let budget = Budget::within(cfg.topology.timeout());
         let released = self.lock.release_after(&grant.token, succeeded, &budget);
         warn_failed_nodes(self.lock.as_mut(), out);
