@@ -440,7 +440,9 @@ pub struct HeldArgs {
     ///
     /// When absent, read from DISTLOCK_KEY, as the token is from DISTLOCK_TOKEN: a later step
     /// that has both in its environment (distlock acquire --env-file writes them) needs neither
-    /// flag.
+    /// flag. Without either, the keys of a set come from DISTLOCK_KEYS, DISTLOCK_KEY<i> and
+    /// DISTLOCK_TOKEN<i> (what acquire --env-file writes for several keys): every key is
+    /// renewed or released.
     #[arg(
         short,
         long,
@@ -448,7 +450,7 @@ pub struct HeldArgs {
         env = "DISTLOCK_KEY",
         hide_env_values = true
     )]
-    pub key: String,
+    pub key: Option<String>,
 
     /// The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN).
     #[arg(
@@ -457,7 +459,7 @@ pub struct HeldArgs {
         env = "DISTLOCK_TOKEN",
         hide_env_values = true
     )]
-    pub token: String,
+    pub token: Option<String>,
 }
 
 /// `distlock renew`.

@@ -22,13 +22,14 @@ use crate::child::spawn::{self, SpawnSpec};
 use crate::child::supervise::{Ending, Loss, Supervisor};
 use crate::child::terminal::Terminal;
 use crate::clock::Moment;
-use crate::config::{RunConfig, TakeConfig};
+use crate::config::RunConfig;
 use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::hook::Hooks;
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
 use crate::output::{Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
+use crate::session::keys::{HeldKey, held_keys, key_env};
 use crate::session::reenter::{self, Held};
 use crate::session::{self, Reentry, Session, Taken, signal_name};
 
@@ -394,57 +395,6 @@ const SINGLE_KEY_VARS: &[&str] = &[
     "DISTLOCK_FENCE",
     "DISTLOCK_SLOT",
 ];
-
-/// One key a run holds, as its command is told.
-pub(crate) struct HeldKey {
-    /// The key, as typed.
-    pub key: String,
-    /// The token it is held with.
-    pub token: lock::Token,
-    /// Its fence.
-    pub fence: u64,
-    /// What names it across processes ([`reenter::lock_id`]).
-    pub id: String,
-}
-
-/// Every key a grant holds, in the order typed (a set's members come in key order).
-pub(crate) fn held_keys(lock: &dyn Lock, grant: &Grant, take: &TakeConfig) -> Vec<HeldKey> {
-    let members = lock.members();
-    if members.is_empty() {
-        return vec![HeldKey {
-            key: take.name.key().to_owned(),
-            token: grant.token.clone(),
-            fence: grant.fence,
-            id: reenter::lock_id(lock),
-        }];
-    }
-    take.keys
-        .iter()
-        .filter_map(|name| {
-            let member = members.iter().find(|m| m.name == *name)?;
-            Some(HeldKey {
-                key: name.key().to_owned(),
-                token: member.token.clone().unwrap_or_else(|| grant.token.clone()),
-                fence: member.fence.unwrap_or(grant.fence),
-                id: member.id.clone(),
-            })
-        })
-        .collect()
-}
-
-/// `DISTLOCK_KEYS` (space-separated, in the order typed) and, per key `i` from 0 in that
-/// order, `DISTLOCK_KEY<i>`, `DISTLOCK_FENCE<i>`, `DISTLOCK_TOKEN<i>` and `DISTLOCK_MODE<i>`.
-pub(crate) fn key_env(keys: &[HeldKey]) -> Vec<(String, String)> {
-    let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
-    let mut env = vec![("DISTLOCK_KEYS".to_owned(), names.join(" "))];
-    for (i, k) in keys.iter().enumerate() {
-        env.push((format!("DISTLOCK_KEY{i}"), k.key.clone()));
-        env.push((format!("DISTLOCK_FENCE{i}"), k.fence.to_string()));
-        env.push((format!("DISTLOCK_TOKEN{i}"), k.token.as_str().to_owned()));
-        env.push((format!("DISTLOCK_MODE{i}"), "exclusive".to_owned()));
-    }
-    env
-}
 
 /// A set every key of which an ancestor run holds (`DISTLOCK_HELD`): check that each is still
 /// held, then run the command in place under them, as a nested run of one key does. `None`:

@@ -96,6 +96,9 @@ pub enum CommandConfig {
         name: LockName,
         /// The holder's token.
         token: Token,
+        /// A set's keys and tokens (from `acquire --env-file`; empty for one key, which
+        /// `name` and `token` are).
+        set: Vec<(LockName, Token)>,
         /// New TTL (default: the one it was acquired with).
         ttl: Option<Duration>,
     },
@@ -107,6 +110,9 @@ pub enum CommandConfig {
         name: LockName,
         /// The holder's token.
         token: Token,
+        /// A set's keys and tokens (from `acquire --env-file`; empty for one key, which
+        /// `name` and `token` are).
+        set: Vec<(LockName, Token)>,
         /// The work failed: no cool-down (`--failed`).
         failed: bool,
     },
@@ -327,19 +333,25 @@ impl Config {
                         "the lock is held until it expires or is released",
                     )?;
                 }
+                let held = held_locks(prefix, &args.held, origins)?;
                 CommandConfig::Renew {
                     topology: topology(global, origins, None)?,
-                    name: lock_name(prefix, &args.held.key, origins)?,
-                    token: token(&args.held.token, origins)?,
+                    name: held[0].0.clone(),
+                    token: held[0].1.clone(),
+                    set: if held.len() > 1 { held } else { Vec::new() },
                     ttl: args.ttl.map(|ttl| ttl.value),
                 }
             }
-            cli::Command::Release(args) => CommandConfig::Release {
-                topology: topology(global, origins, None)?,
-                name: lock_name(prefix, &args.held.key, origins)?,
-                token: token(&args.held.token, origins)?,
-                failed: args.failed,
-            },
+            cli::Command::Release(args) => {
+                let held = held_locks(prefix, &args.held, origins)?;
+                CommandConfig::Release {
+                    topology: topology(global, origins, None)?,
+                    name: held[0].0.clone(),
+                    token: held[0].1.clone(),
+                    set: if held.len() > 1 { held } else { Vec::new() },
+                    failed: args.failed,
+                }
+            }
             cli::Command::Log(a) => CommandConfig::Log(history::log_config(a, global, origins)?),
             cli::Command::Stats(a) => {
                 CommandConfig::Stats(history::stats_config(a, global, origins)?)
@@ -450,6 +462,67 @@ fn holder_id(text: &str) -> Result<String, Error> {
         )));
     }
     Ok(id.to_owned())
+}
+
+/// The lock(s) `renew` and `release` act on: `--key`/`--token` (or `DISTLOCK_KEY` and
+/// `DISTLOCK_TOKEN`), or else a set as `acquire --env-file` wrote it (`DISTLOCK_KEY_COUNT`,
+/// `DISTLOCK_KEY<i>`, `DISTLOCK_TOKEN<i>`; or `DISTLOCK_KEYS` for the count, as a run's
+/// command has it). Never empty.
+fn held_locks(
+    prefix: &str,
+    args: &cli::HeldArgs,
+    origins: &Origins,
+) -> Result<Vec<(LockName, Token)>, Error> {
+    let no_token = || {
+        Error::Usage(
+            "no token given; pass --token (or DISTLOCK_TOKEN), as distlock acquire printed it"
+                .into(),
+        )
+    };
+    if let Some(key) = &args.key {
+        let text = args.token.as_deref().ok_or_else(no_token)?;
+        return Ok(vec![(
+            lock_name(prefix, key, origins)?,
+            token(text, origins)?,
+        )]);
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let count = var("DISTLOCK_KEY_COUNT")
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .or_else(|| var("DISTLOCK_KEYS").map(|keys| keys.split_whitespace().count()));
+    let Some(count) = count else {
+        return Err(Error::Usage(
+            "no key given; pass --key (or DISTLOCK_KEY), or load the --env-file that distlock \
+             acquire wrote"
+                .into(),
+        ));
+    };
+    if count > MAX_KEYS {
+        return Err(Error::Usage(format!(
+            "DISTLOCK_KEY_COUNT is {count}; distlock takes at most {MAX_KEYS} keys"
+        )));
+    }
+    let mut held = Vec::new();
+    for i in 0..count {
+        let key = var(&format!("DISTLOCK_KEY{i}")).ok_or_else(|| {
+            Error::Usage(format!(
+                "DISTLOCK_KEY{i} is missing; load the whole --env-file that distlock acquire wrote"
+            ))
+        })?;
+        let key = key.as_str();
+        let text = var(&format!("DISTLOCK_TOKEN{i}")).ok_or_else(|| {
+            Error::Usage(format!(
+                "DISTLOCK_TOKEN{i} is missing for key {}; load the whole --env-file that \
+                 distlock acquire wrote",
+                crate::text::quote(key)
+            ))
+        })?;
+        held.push((lock_name(prefix, key, origins)?, token(&text, origins)?));
+    }
+    if held.is_empty() {
+        return Err(no_token());
+    }
+    Ok(held)
 }
 
 fn token(text: &str, origins: &Origins) -> Result<Token, Error> {
@@ -671,6 +744,21 @@ fn acquire_config(
                     .into(),
             ),
         ));
+    }
+    // Several tokens and fences do not fit on one line of stdout.
+    if take.is_set() && args.env_file.is_none() && !args.json {
+        return Err(Error::Usage(
+            "acquire with several keys hands over a key, fence and token per key: add \
+             --env-file FILE or --json"
+                .into(),
+        ));
+    }
+    // Every key goes into the file: each must read the same there.
+    if take.is_set() && args.env_file.is_some() {
+        for key in &take.keys {
+            envfile::check_value("the lock key", key.key())
+                .map_err(|message| Error::Usage(origins.blame("key", message)))?;
+        }
     }
     // The default prefix needs no line: later steps use it anyway.
     let prefix = Some(global.prefix.as_str()).filter(|p| *p != DEFAULT_PREFIX);

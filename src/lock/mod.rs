@@ -70,7 +70,7 @@ use crate::clock::Moment;
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{DEFAULT_PREFIX, LockName, validate_key, validate_pattern, validate_prefix};
 pub use redlock::{drift as redlock_drift, node_margin};
-pub use topology::{Listing, NewerLock, Topology, list, open, open_set};
+pub use topology::{Listing, NewerLock, Topology, list, open, open_held, open_set};
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.

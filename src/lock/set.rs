@@ -92,7 +92,6 @@ impl LockSet {
 
     /// The set of `members`, each held with its own token (what an `acquire --env-file`
     /// wrote), for `renew` and `release`.
-    #[allow(dead_code)] // used by renew and release from an env file (next)
     pub fn held_with(members: Vec<(Box<dyn Lock>, Token)>) -> Self {
         let mut set = LockSet::new(Vec::new());
         let mut slots: Vec<Slot> = members

@@ -78,6 +78,16 @@ pub fn open_set(names: &[LockName], topology: &Topology) -> Box<dyn Lock> {
     }
 }
 
+/// The set of `held` keys on `topology`, each held with its token (`renew` and `release` of
+/// what `acquire --env-file` wrote).
+pub fn open_held(held: Vec<(LockName, super::Token)>, topology: &Topology) -> Box<dyn Lock> {
+    Box::new(super::set::LockSet::held_with(
+        held.into_iter()
+            .map(|(name, token)| (open(name, topology), token))
+            .collect(),
+    ))
+}
+
 /// What `list` found.
 #[derive(Debug, Default)]
 pub struct Listing {

@@ -14,6 +14,7 @@
 //! over the model Redis of `lock::model` (see the tests of `commands::run`). This module knows locks, the engine
 //! ([`crate::wait`]) and output; it knows no subcommand.
 
+pub mod keys;
 pub mod reenter;
 pub mod take;
 #[cfg(test)]

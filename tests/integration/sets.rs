@@ -444,3 +444,73 @@ fn opposite_orders_and_loss_on_a_redlock() {
     opposite_orders(&place, "rl-a", "rl-b", 5, 1);
     losing_a_key(&place, "rl-a", "rl-b");
 }
+
+#[test]
+fn acquire_with_an_env_file_then_renew_and_release_every_key() {
+    let redis = Redis::start();
+    let place = one_server(&redis);
+    let dir = Scratch::new();
+    let file = dir.str("env");
+    let out = run(distlock(&redis).args([
+        "acquire",
+        "-k",
+        "ci-b",
+        "-k",
+        "ci-a",
+        "--ttl",
+        "20s",
+        "--env-file",
+        &file,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("DISTLOCK_KEY_COUNT=2\n"), "{text}");
+    assert!(text.contains("DISTLOCK_KEY0=ci-b\n") && text.contains("DISTLOCK_KEY1=ci-a\n"));
+    assert!(!text.contains("DISTLOCK_KEY="), "{text}");
+    assert!(place.held("ci-a") && place.held("ci-b"));
+    // Held to the full TTL, not the claim.
+    assert!(redis.pttl(&lock_key("ci-a")) > 15_000);
+    // A later step loads the file (as a shell would) and renews, then releases, every key.
+    let shell = |what: &str| {
+        let script = format!(
+            "set -a; . {file}; set +a; exec {bin} {what}",
+            bin = env!("CARGO_BIN_EXE_distlock")
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script])
+            .env("DISTLOCK_REDIS_URL", redis.url())
+            .env_remove("DISTLOCK_KEY")
+            .env_remove("DISTLOCK_TOKEN");
+        run(&mut cmd)
+    };
+    let out = shell("renew --ttl 60s");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(redis.pttl(&lock_key("ci-a")) > 50_000);
+    assert!(redis.pttl(&lock_key("ci-b")) > 50_000);
+    let out = shell("release");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!place.held("ci-a") && !place.held("ci-b"));
+    let out = shell("release");
+    assert_eq!(out.status.code(), Some(77), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("of set \"ci-b ci-a\""),
+        "{}",
+        stderr(&out)
+    );
+    // --json: one object with every key; a bare token is refused (64) before anything is sent.
+    let out = run(distlock(&redis).args(["acquire", "-k", "j-a", "-k", "j-b", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["keys"], serde_json::json!(["j-a", "j-b"]));
+    assert_eq!(json["locks"][1]["redis_key"], "distlock:{j-b}");
+    let out = run(bare_distlock()
+        .args(["--redis", "redis://127.0.0.1:1", "acquire"])
+        .args(["-k", "a", "-k", "b"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--env-file FILE or --json"),
+        "{}",
+        stderr(&out)
+    );
+}
