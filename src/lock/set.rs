@@ -479,3 +479,6 @@ impl Lock for LockSet {
         Ok(all)
     }
 }
+
+#[cfg(test)]
+mod tests;
