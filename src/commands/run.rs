@@ -398,16 +398,32 @@ const SINGLE_KEY_VARS: &[&str] = &[
 
 /// A set every key of which an ancestor run holds (`DISTLOCK_HELD`): check that each is still
 /// held, then run the command in place under them, as a nested run of one key does. `None`:
-/// take the set as usual (some key is not an ancestor's; see the guide on nesting).
+/// no key is an ancestor's, take the set as usual. Some but not all: refused (64), since
+/// waiting for a key the parent holds would wait for ever.
 fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<Exit>, Error> {
     let inherited = reenter::inherited();
     let members = lock.members();
     let mut found = Vec::new();
+    let mut missing = Vec::new();
     for member in &members {
         match inherited.iter().find(|h| h.lock == member.id) {
             Some(held) => found.push((member, held.clone())),
-            None => return Ok(None),
+            None => missing.push(member.name.key()),
         }
+    }
+    if found.is_empty() {
+        return Ok(None);
+    }
+    if !missing.is_empty() {
+        let held: Vec<&str> = found.iter().map(|(m, _)| m.name.key()).collect();
+        return Err(Error::Usage(format!(
+            "the run that started this one holds {} but not {}: a nested run takes all of its \
+             keys from its parent or none (it would wait for its parent for ever); take {} alone \
+             here, or add it to the outer run's keys",
+            crate::text::quote(&held.join(" ")),
+            crate::text::quote(&missing.join(" ")),
+            crate::text::quote(&missing.join(" ")),
+        )));
     }
     let program = spawn::resolve(&cfg.argv[0])?;
     let timeout = cfg.take.topology.timeout();

@@ -341,6 +341,18 @@ fn nested_runs_of_held_keys_reenter() {
         "run", "-k", "nest-b", "-k", "nest-a", "--", "sh", "-c", &inner,
     ]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A nested set of which the parent holds only some keys would wait for its parent: 64.
+    let inner = format!(
+        "{bin} run -k nest-a -k nest-c -- true",
+        bin = env!("CARGO_BIN_EXE_distlock")
+    );
+    let out = run(distlock(&redis).args(["run", "-k", "nest-a", "--", "sh", "-c", &inner]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds \"nest-a\" but not \"nest-c\""),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
