@@ -11,6 +11,8 @@
 //! * `single`: the lock on one primary (addressed directly, or through Sentinel or Cluster:
 //!   finding it is the backend's business);
 //! * `redlock`: the lock over N independent primaries, its majority rules and what it refuses;
+//! * `set`: the lock over several keys (`-k a -k b`), taken one at a time in key order, each
+//!   key a lock of its own;
 //! * [`holder`] and `name`: what a holder says about itself, and the key-name rules;
 //! * `model` (tests only): a Redis in memory that runs the real scripts, and `ScriptLock`, the
 //!   lock over it that the engine's unit tests run on (`docs/verification.md`).

@@ -6,7 +6,8 @@
 //!   -> Session::start: the event channel, and signals become events
 //!   -> Session::take: wait for the lock (take.rs) -> Taken::Granted | Taken::Exit
 //!   -> Session::interrupted: a termination signal that came while taking
-//!   -> (the caller's work: run a command, or hand a token over)
+//!   -> (the caller's work: run a command, or hand a token over; keys.rs: every key the
+//!      grant holds, and the variables that tell them)
 //!   -> Session::release (always, bounded; a failure is a warning)
 //! ```
 //!
