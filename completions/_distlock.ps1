@@ -56,8 +56,8 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;run' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts')
             [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')
@@ -208,8 +208,8 @@ Register-ArgumentCompleter -Native -CommandName 'distlock' -ScriptBlock {
             break
         }
         'distlock;acquire' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts')
             [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lifetime of the lock in Redis without renewal (from 1s to 24h)')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Wait at most this long for the lock (default: wait forever)')

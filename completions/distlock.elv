@@ -52,8 +52,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'distlock;run'= {
-            cand -k 'Name of the lock'
-            cand --key 'Name of the lock'
+            cand -k 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts'
+            cand --key 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts'
             cand -t 'Lifetime of the lock in Redis without renewal (from 1s to 24h)'
             cand --ttl 'Lifetime of the lock in Redis without renewal (from 1s to 24h)'
             cand -w 'Wait at most this long for the lock (default: wait forever)'
@@ -199,8 +199,8 @@ set edit:completion:arg-completer[distlock] = {|@words|
             cand --version 'Print version'
         }
         &'distlock;acquire'= {
-            cand -k 'Name of the lock'
-            cand --key 'Name of the lock'
+            cand -k 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts'
+            cand --key 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts'
             cand -t 'Lifetime of the lock in Redis without renewal (from 1s to 24h)'
             cand --ttl 'Lifetime of the lock in Redis without renewal (from 1s to 24h)'
             cand -w 'Wait at most this long for the lock (default: wait forever)'

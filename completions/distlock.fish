@@ -53,7 +53,7 @@ complete -c distlock -n "__fish_distlock_needs_command" -f -a "stats" -d 'Count 
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "check" -d 'Check a lock for a monitoring system: one line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "metrics" -d 'Print the state of every lock as Prometheus metrics, for node_exporter or a Pushgateway'
 complete -c distlock -n "__fish_distlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c distlock -n "__fish_distlock_using_subcommand run" -s k -l key -d 'Name of the lock' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -s k -l key -d 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s t -l ttl -d 'Lifetime of the lock in Redis without renewal (from 1s to 24h)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s w -l wait -d 'Wait at most this long for the lock (default: wait forever)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly' -r
@@ -166,7 +166,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s v -l
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors that explain a failing exit of distlock\'s own'
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c distlock -n "__fish_distlock_using_subcommand force-release" -s V -l version -d 'Print version'
-complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s k -l key -d 'Name of the lock' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s k -l key -d 'Name of the lock; repeat for several keys (up to 32), all taken before the command starts' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s t -l ttl -d 'Lifetime of the lock in Redis without renewal (from 1s to 24h)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s w -l wait -d 'Wait at most this long for the lock (default: wait forever)' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l conflict-exit-code -d 'Exit code when busy, superseded or replaced (not acquired), e.g. `-n -E 0` to skip quietly' -r

@@ -70,6 +70,18 @@ impl EnvFile {
         &self.path
     }
 
+    /// Append a set's values ([`render_set`]: key, fence and token of each key, in the order
+    /// typed), as [`EnvFile::append`] does one lock's.
+    pub fn append_set(&self, keys: &[(String, u64, String)], ttl: Duration) -> io::Result<()> {
+        let file = open_for_append(&self.path)?;
+        let mut text = String::new();
+        if ends_mid_line(&file) {
+            text.push('\n');
+        }
+        text.push_str(&render_set(keys, self.prefix.as_deref(), ttl));
+        write_once(&file, text.as_bytes())
+    }
+
     /// Append the lock's values with a single `write` on an `O_APPEND` descriptor: they land
     /// whole, after whatever other writers appended, never interleaved with their lines. The
     /// file is created (mode 0600: its token lets the reader release the lock) if missing.
@@ -96,6 +108,29 @@ impl EnvFile {
         ));
         write_once(&file, text.as_bytes())
     }
+}
+
+/// The lines for a held set of keys: how many (`DISTLOCK_KEY_COUNT`), and in the order typed
+/// the key, fence, mode and token of each, numbered from 0, for `renew` and `release` to read
+/// back. Not `DISTLOCK_KEYS` (a run's command gets it): its spaces would end the value in a
+/// shell that loads the file. No `DISTLOCK_KEY`/`DISTLOCK_TOKEN`: a later step's one-key
+/// command must not take the first key for the whole set. The tokens come last, as in
+/// [`render`].
+pub fn render_set(keys: &[(String, u64, String)], prefix: Option<&str>, ttl: Duration) -> String {
+    let mut text = format!("DISTLOCK_KEY_COUNT={}\n", keys.len());
+    if let Some(prefix) = prefix {
+        text.push_str(&format!("DISTLOCK_PREFIX={prefix}\n"));
+    }
+    text.push_str(&format!("DISTLOCK_TTL_MS={}\n", ttl.as_millis()));
+    for (i, (key, fence, _)) in keys.iter().enumerate() {
+        text.push_str(&format!("DISTLOCK_KEY{i}={key}\n"));
+        text.push_str(&format!("DISTLOCK_FENCE{i}={fence}\n"));
+        text.push_str(&format!("DISTLOCK_MODE{i}=exclusive\n"));
+    }
+    for (i, (_, _, token)) in keys.iter().enumerate() {
+        text.push_str(&format!("DISTLOCK_TOKEN{i}={token}\n"));
+    }
+    text
 }
 
 /// The lines for a held lock (`DISTLOCK_SLOT` for a semaphore slot). The token comes last:

@@ -27,6 +27,10 @@ pub fn examples(command: &str) -> &'static [Example] {
                 what: "Wait at most 10 minutes, and say why the lock is taken",
                 command: "distlock run -k backup --wait 10m --note 'weekly backup' -- pg_dump -f /backup/db.sql mydb",
             },
+            Example {
+                what: "Two keys at once, in any order, without deadlock (both or neither)",
+                command: "distlock run -k test-db -k deploy-staging --wait 30m -- ./deploy-and-test.sh",
+            },
         ],
         "status" => &[
             Example {

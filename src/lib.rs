@@ -37,6 +37,7 @@
 //!   thread waits on (signals, release notifications, renewals);
 //! * [`lock`]: keys, token, Lua scripts and the [`lock::Lock`] interface: `protocol.rs` (what
 //!   every lock says to one server), `single.rs`, `redlock/` (its majority rules and refusals),
+//!   `set.rs` (several keys taken in one order, a lock over one member lock per key),
 //!   `topology.rs` (opening, listing, what a deployment refuses), `history.rs` (what the
 //!   scripts record into a lock's history, and a loss), `model/` (tests only: a Redis in
 //!   memory that runs the real scripts, and `ScriptLock`, the lock over it that the engine's
@@ -160,14 +161,16 @@ pub fn main() -> ! {
                 topology,
                 name,
                 token,
+                set,
                 ttl,
-            } => commands::token::renew(topology, name, token, ttl, out),
+            } => commands::token::renew(topology, (name, token, set), ttl, out),
             CommandConfig::Release {
                 topology,
                 name,
                 token,
+                set,
                 failed,
-            } => commands::token::release(topology, name, token, failed, out),
+            } => commands::token::release(topology, (name, token, set), failed, out),
             CommandConfig::Log(log) => history::log(log, out),
             CommandConfig::Stats(stats) => history::stats(stats, out),
             CommandConfig::Check(check) => commands::inspect::check::check(check),

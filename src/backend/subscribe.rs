@@ -26,14 +26,23 @@ pub enum Notice {
 #[derive(Debug)]
 pub struct Subscription {
     stop: Arc<AtomicBool>,
+    /// Subscriptions that end with this one (a lock over several keys has one per key).
+    others: Vec<Subscription>,
 }
 
 impl Subscription {
+    /// This subscription and `other`, ended together.
+    pub fn with(mut self, other: Subscription) -> Self {
+        self.others.push(other);
+        self
+    }
+
     /// A subscription with no thread behind it (for a lock that delivers its notices itself,
     /// such as the tests' lock over the model Redis).
     pub fn detached() -> Self {
         Subscription {
             stop: Arc::new(AtomicBool::new(false)),
+            others: Vec::new(),
         }
     }
 }
@@ -77,7 +86,10 @@ pub fn subscribe(
         budget.deadline,
         false,
     )?;
-    let subscription = Subscription { stop };
+    let subscription = Subscription {
+        stop,
+        others: Vec::new(),
+    };
     // The thread answers by the deadline (its connect and SUBSCRIBE are bounded by it), but it
     // may be stuck where no timeout reaches (a host-name lookup): never wait more than a little
     // past the deadline.
@@ -130,6 +142,7 @@ pub fn subscribe_all(
     let stop = Arc::new(AtomicBool::new(false));
     let subscription = Subscription {
         stop: Arc::clone(&stop),
+        others: Vec::new(),
     };
     let any = Arc::new(AnyOf {
         notify: Box::new(notify),

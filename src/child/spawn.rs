@@ -23,8 +23,11 @@ pub struct SpawnSpec<'a> {
     pub program: &'a Path,
     /// The command and its arguments (`argv[0]` is passed as typed).
     pub argv: &'a [OsString],
-    /// Extra environment variables.
-    pub env: Vec<(&'static str, String)>,
+    /// Extra environment variables (each replaces an inherited one of its name).
+    pub env: Vec<(String, String)>,
+    /// Inherited environment variables the child must not see (a lock set's command must not
+    /// read an outer run's `DISTLOCK_KEY` as its own).
+    pub unset: &'a [&'a str],
     /// Make the child's group the terminal's foreground group before it can touch the terminal.
     pub take_terminal: bool,
     /// Signals to put back to SIG_DFL in the child before it unblocks signals (see
@@ -94,7 +97,9 @@ pub fn spawn(spec: SpawnSpec<'_>) -> Result<Pid, SpawnError> {
         .into_iter()
         .chain(argv.iter().skip(1).map(CString::as_c_str))
         .collect();
-    let ours: Vec<&str> = spec.env.iter().map(|(k, _)| *k).collect();
+    let ours: Vec<&str> = (spec.env.iter().map(|(k, _)| k.as_str()))
+        .chain(spec.unset.iter().copied())
+        .collect();
     let mut env: Vec<CString> = std::env::vars_os()
         .filter(|(k, _)| !ours.iter().any(|o| k == *o))
         .filter_map(|(k, v)| {

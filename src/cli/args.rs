@@ -11,13 +11,17 @@ use crate::exit::Code;
 /// Options shared by the commands that take a lock (`run`, `acquire`).
 #[derive(Debug, Args)]
 pub struct TakeArgs {
-    /// Name of the lock.
+    /// Name of the lock; repeat for several keys (up to 32), all taken before the command starts.
     ///
     /// Up to 256 bytes of printable characters without whitespace, braces, backslashes or glob
     /// characters (* ? [ ]). Processes that use the same key (and prefix) on the same Redis
-    /// exclude each other.
-    #[arg(short, long, value_name = "KEY")]
-    pub key: String,
+    /// exclude each other. With several keys (-k db -k deploy), distlock takes them one at a
+    /// time in one order (by Redis key, whatever order they were typed in), keeping those it
+    /// has while it waits for the next, under one --wait: runs that name the same keys in
+    /// other orders never deadlock. Any failure gives every key back. Not with --limit N>1,
+    /// --supersede or --replace.
+    #[arg(short, long, value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// Lifetime of the lock in Redis without renewal (from 1s to 24h).
     ///
@@ -436,7 +440,9 @@ pub struct HeldArgs {
     ///
     /// When absent, read from DISTLOCK_KEY, as the token is from DISTLOCK_TOKEN: a later step
     /// that has both in its environment (distlock acquire --env-file writes them) needs neither
-    /// flag.
+    /// flag. Without either, the keys of a set come from DISTLOCK_KEYS, DISTLOCK_KEY<i> and
+    /// DISTLOCK_TOKEN<i> (what acquire --env-file writes for several keys): every key is
+    /// renewed or released.
     #[arg(
         short,
         long,
@@ -444,7 +450,7 @@ pub struct HeldArgs {
         env = "DISTLOCK_KEY",
         hide_env_values = true
     )]
-    pub key: String,
+    pub key: Option<String>,
 
     /// The token printed by distlock acquire (or written to its --env-file as DISTLOCK_TOKEN).
     #[arg(
@@ -453,7 +459,7 @@ pub struct HeldArgs {
         env = "DISTLOCK_TOKEN",
         hide_env_values = true
     )]
-    pub token: String,
+    pub token: Option<String>,
 }
 
 /// `distlock renew`.

@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Holder, Lock, Ownership, Token};
 use crate::output::{Ev, Msg, Output};
+use crate::session::keys::{HeldKey, held_keys};
 use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Acquire, then print the token on stdout (and nothing else there), or append the lock's
@@ -20,7 +21,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         env_file,
         json,
     } = cfg;
-    let lock = lock::open(cfg.name.clone(), &cfg.topology);
+    let lock = lock::open_set(&cfg.keys, &cfg.topology);
     acquire_with(&cfg, &env_file, json, lock, out)
 }
 
@@ -35,7 +36,13 @@ fn acquire_with(
     let timeout = cfg.topology.timeout();
     // A process that already holds this lock (a run around us, or an earlier step's
     // --env-file): hand out what it holds, take nothing.
-    match session::reentry(lock.as_mut(), cfg, || Ok(()), out)? {
+    // (A set takes its keys: reentry is for one key.)
+    let reentry = if cfg.is_set() {
+        None
+    } else {
+        session::reentry(lock.as_mut(), cfg, || Ok(()), out)?
+    };
+    match reentry {
         Some(Reentry::Reenter { held, fence }) => {
             out.verbose(
                 Ev::Reentered,
@@ -45,6 +52,7 @@ fn acquire_with(
                 ),
             );
             let granted = Granted {
+                keys: Vec::new(),
                 token: &Token::from_text(&held.token),
                 fence,
                 // The ancestor's slot, as its run gave it to its command.
@@ -73,7 +81,7 @@ fn acquire_with(
         Taken::Exit(exit) => return Ok(exit),
     };
     let cancel = session.cancel().clone();
-    let key = crate::text::quote(cfg.name.key());
+    let key = cfg.quoted();
     // A signal that came while we took the lock raised the cancel flag, which would stop the
     // extension before it is sent: no extension then, the signal path below gives it back.
     let mut interrupted = session.interrupted();
@@ -136,6 +144,11 @@ fn acquire_with(
         return Ok(Exit::Signal(signal));
     }
     let granted = Granted {
+        keys: if cfg.is_set() {
+            held_keys(session.lock_ref(), &grant, cfg)
+        } else {
+            Vec::new()
+        },
         token: &grant.token,
         fence: grant.fence,
         slot: grant.slot,
@@ -170,6 +183,8 @@ fn acquire_with(
 
 /// What `acquire` hands over.
 struct Granted<'a> {
+    /// A set's keys, in the order typed (empty for one key).
+    keys: Vec<HeldKey>,
     token: &'a Token,
     fence: u64,
     /// A semaphore slot's index.
@@ -189,6 +204,24 @@ struct GrantJson<'a> {
     limit: u32,
 }
 
+/// `acquire --json`'s object for a set: every key, in the order typed.
+#[derive(serde::Serialize)]
+struct SetJson<'a> {
+    keys: Vec<&'a str>,
+    locks: Vec<KeyJson<'a>>,
+    ttl_ms: u64,
+}
+
+/// One key of [`SetJson`].
+#[derive(serde::Serialize)]
+struct KeyJson<'a> {
+    key: &'a str,
+    redis_key: String,
+    token: &'a str,
+    fence: u64,
+    mode: &'static str,
+}
+
 /// Hand the token over: on stdout (bare, or as JSON), or appended to the env file. The error
 /// says why nobody will learn the token.
 fn hand_over(
@@ -197,6 +230,9 @@ fn hand_over(
     json: bool,
     granted: &Granted<'_>,
 ) -> Result<(), String> {
+    if !granted.keys.is_empty() {
+        return hand_over_set(cfg, env_file, &granted.keys);
+    }
     match env_file {
         Some(file) => file
             .append(
@@ -226,6 +262,50 @@ fn hand_over(
             print_token(&text)
         }
         None => print_token(granted.token.as_str()),
+    }
+}
+
+/// A set's keys, fences and tokens: appended to the env file, or as JSON on stdout
+/// (the configuration refuses a set without either).
+fn hand_over_set(
+    cfg: &TakeConfig,
+    env_file: &Option<EnvFile>,
+    keys: &[HeldKey],
+) -> Result<(), String> {
+    match env_file {
+        Some(file) => {
+            let lines: Vec<(String, u64, String)> = keys
+                .iter()
+                .map(|k| (k.key.clone(), k.fence, k.token.as_str().to_owned()))
+                .collect();
+            file.append_set(&lines, cfg.ttl).map_err(|e| {
+                format!(
+                    "cannot write to --env-file {} ({e})",
+                    crate::text::quote(&file.path().display().to_string())
+                )
+            })
+        }
+        None => {
+            let object = SetJson {
+                keys: keys.iter().map(|k| k.key.as_str()).collect(),
+                locks: keys
+                    .iter()
+                    .map(|k| KeyJson {
+                        key: &k.key,
+                        redis_key: lock::LockName::new(cfg.name.prefix(), &k.key)
+                            .lock_key()
+                            .to_owned(),
+                        token: k.token.as_str(),
+                        fence: k.fence,
+                        mode: "exclusive",
+                    })
+                    .collect(),
+                ttl_ms: u64::try_from(cfg.ttl.as_millis()).unwrap_or(u64::MAX),
+            };
+            let text =
+                serde_json::to_string(&object).map_err(|e| format!("cannot encode JSON ({e})"))?;
+            print_token(&text)
+        }
     }
 }
 

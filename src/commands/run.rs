@@ -29,13 +29,14 @@ use crate::hook::Hooks;
 use crate::lock::{self, Grant, Holder, Lock, Ownership, Validity};
 use crate::output::{Ev, Msg, Output};
 use crate::renew::{RenewSpec, Renewer};
+use crate::session::keys::{HeldKey, held_keys, key_env};
 use crate::session::reenter::{self, Held};
 use crate::session::{self, Reentry, Session, Taken, signal_name};
 
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // The connection opens in the background while the rest gets ready.
-    let lock = lock::open(cfg.take.name.clone(), &cfg.take.topology);
+    let lock = lock::open_set(&cfg.take.keys, &cfg.take.topology);
     run_with(cfg, lock, out)
 }
 
@@ -56,27 +57,33 @@ fn pipeline(
 ) -> Result<Exit, Error> {
     // A run of a lock that the run that started us holds: run the command under that lock.
     let resolve = || spawn::resolve(&cfg.argv[0]).map(drop).map_err(Error::from);
-    match session::reentry(lock.as_mut(), &cfg.take, resolve, out)? {
-        Some(Reentry::Reenter { held, fence }) => {
-            out.verbose(
-                Ev::Reentered,
-                format!(
-                    "lock {} is held by the process that started this one (fence {fence}); \
-                     running the command under it",
-                    crate::text::quote(cfg.take.name.key())
-                ),
-            );
-            let program = spawn::resolve(&cfg.argv[0])?;
-            return Err(reenter::exec(
-                &program,
-                &cfg.argv,
-                cfg.take.name.key(),
-                &held,
-                fence,
-            ));
+    if cfg.take.is_set() {
+        if let Some(exit) = set_reentry(&cfg, lock.as_ref(), out)? {
+            return Ok(exit);
         }
-        Some(Reentry::Exit(exit)) => return Ok(exit),
-        None => {}
+    } else {
+        match session::reentry(lock.as_mut(), &cfg.take, resolve, out)? {
+            Some(Reentry::Reenter { held, fence }) => {
+                out.verbose(
+                    Ev::Reentered,
+                    format!(
+                        "lock {} is held by the process that started this one (fence {fence}); \
+                     running the command under it",
+                        crate::text::quote(cfg.take.name.key())
+                    ),
+                );
+                let program = spawn::resolve(&cfg.argv[0])?;
+                return Err(reenter::exec(
+                    &program,
+                    &cfg.argv,
+                    cfg.take.name.key(),
+                    &held,
+                    fence,
+                ));
+            }
+            Some(Reentry::Exit(exit)) => return Ok(exit),
+            None => {}
+        }
     }
     // Signals next: from here on, INT/TERM/HUP/QUIT are events, not deaths.
     let mut session = Session::start(lock)?;
@@ -114,7 +121,7 @@ fn pipeline(
         Taken::Exit(exit) => return Ok(exit),
     };
     hooks.holding(grant.token.as_str());
-    let key = crate::text::quote(cfg.take.name.key());
+    let key = cfg.take.quoted();
     // From here the lock is ours: every path below releases it, except a loss, where the key
     // is left alone because it may be someone else's by now.
     let outcome = match session.interrupted() {
@@ -147,10 +154,23 @@ fn pipeline(
                 &describe_loss(&loss, &cfg),
                 grant.validity.anchor.elapsed(),
             );
+            // A set that lost one key releases the others now that the group is dead (the
+            // lost one's release finds another token, or none, and changes nothing).
+            let lost = session.lock_ref().busy_key();
+            let (what, released) = if cfg.take.is_set() {
+                session.release(&grant, &cfg.take, false, out);
+                let what = match lost {
+                    Some(lost) => format!("lock {} of {key}", crate::text::quote(&lost)),
+                    None => format!("lock {key}"),
+                };
+                (what, "; the other keys were released")
+            } else {
+                (format!("lock {key}"), "")
+            };
             out.error(
                 Ev::Lost,
                 Msg::new(format!(
-                    "lost lock {key} while the command ran ({}); the command's process group was terminated",
+                    "lost {what} while the command ran ({}); the command's process group was terminated{released}",
                     describe_loss(&loss, &cfg)
                 ))
                 .exit(Code::LockLost.get())
@@ -213,6 +233,10 @@ fn pipeline(
         // success. A later answer is explained by expiry during a slow release (Redis paused or
         // away at the end), after the command, and everything it started, had finished under
         // the lock.
+        let key = match session.lock_ref().busy_key().filter(|_| cfg.take.is_set()) {
+            Some(lost) => format!("{} of {key}", crate::text::quote(&lost)),
+            None => key,
+        };
         if Moment::now() < cfg.deadlines.kill_at(validity) {
             crate::history::report_lost(
                 &grant.token,
@@ -278,29 +302,39 @@ fn run_locked(
         guard.line().move_deadline(&cfg.deadlines, grant.validity);
     }
     // The renewer thread is started by the supervisor when the first renewal comes near.
-    let mut env = vec![
-        ("DISTLOCK_KEY", cfg.take.name.key().to_owned()),
-        ("DISTLOCK_TOKEN", grant.token.as_str().to_owned()),
-        ("DISTLOCK_FENCE", grant.fence.to_string()),
-        (
-            reenter::VAR,
-            reenter::with(Held {
-                lock: reenter::lock_id(lock),
-                token: grant.token.as_str().to_owned(),
-                fence: grant.fence,
-                limit: cfg.take.limit,
-            }),
-        ),
-        ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
-    ];
-    if let Some(slot) = grant.slot {
-        env.push(("DISTLOCK_SLOT", slot.to_string()));
+    let keys = held_keys(lock, grant, &cfg.take);
+    let mut env = key_env(&keys);
+    let held = keys.iter().map(|k| Held {
+        lock: k.id.clone(),
+        token: k.token.as_str().to_owned(),
+        fence: k.fence,
+        limit: cfg.take.limit,
+    });
+    env.push((reenter::VAR.to_owned(), reenter::with_all(held.collect())));
+    env.push((
+        "DISTLOCK_TTL_MS".to_owned(),
+        cfg.take.ttl.as_millis().to_string(),
+    ));
+    if !cfg.take.is_set() {
+        // One key: today's variables, unchanged.
+        env.push(("DISTLOCK_KEY".to_owned(), cfg.take.name.key().to_owned()));
+        env.push(("DISTLOCK_TOKEN".to_owned(), grant.token.as_str().to_owned()));
+        env.push(("DISTLOCK_FENCE".to_owned(), grant.fence.to_string()));
+        if let Some(slot) = grant.slot {
+            env.push(("DISTLOCK_SLOT".to_owned(), slot.to_string()));
+        }
     }
     let started = crate::clock::Moment::now();
     let group: Pid = spawn::spawn(SpawnSpec {
         program: &prepared.program,
         argv: &cfg.argv,
         env,
+        // A set's command gets no single-key variables: not even an outer run's.
+        unset: if cfg.take.is_set() {
+            SINGLE_KEY_VARS
+        } else {
+            &[]
+        },
         take_terminal: terminal.is_some(),
         reset_signals: &session.dispositions().reset_in_child,
         guard: prepared.guard.as_ref().and_then(Guard::group_slot),
@@ -351,6 +385,102 @@ fn run_locked(
     }
     .run(rx);
     Ok(Started::Ended(ending, validity))
+}
+
+/// The variables of a run of one key, which a set's command does not get (one fence check
+/// against the wrong key would pass).
+const SINGLE_KEY_VARS: &[&str] = &[
+    "DISTLOCK_KEY",
+    "DISTLOCK_TOKEN",
+    "DISTLOCK_FENCE",
+    "DISTLOCK_SLOT",
+];
+
+/// A set every key of which an ancestor run holds (`DISTLOCK_HELD`): check that each is still
+/// held, then run the command in place under them, as a nested run of one key does. `None`:
+/// no key is an ancestor's, take the set as usual. Some but not all: refused (64), since
+/// waiting for a key the parent holds would wait for ever.
+fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<Exit>, Error> {
+    let inherited = reenter::inherited();
+    let members = lock.members();
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for member in &members {
+        match inherited.iter().find(|h| h.lock == member.id) {
+            Some(held) => found.push((member, held.clone())),
+            None => missing.push(member.name.key()),
+        }
+    }
+    if found.is_empty() {
+        return Ok(None);
+    }
+    if !missing.is_empty() {
+        let held: Vec<&str> = found.iter().map(|(m, _)| m.name.key()).collect();
+        return Err(Error::Usage(format!(
+            "the run that started this one holds {} but not {}: a nested run takes all of its \
+             keys from its parent or none (it would wait for its parent for ever); take {} alone \
+             here, or add it to the outer run's keys",
+            crate::text::quote(&held.join(" ")),
+            crate::text::quote(&missing.join(" ")),
+            crate::text::quote(&missing.join(" ")),
+        )));
+    }
+    let program = spawn::resolve(&cfg.argv[0])?;
+    let timeout = cfg.take.topology.timeout();
+    let mut keys = Vec::new();
+    for name in &cfg.take.keys {
+        let Some((member, held)) = found.iter().find(|(m, _)| m.name == *name) else {
+            return Ok(None);
+        };
+        let mut one = lock::open(member.name.clone(), &cfg.take.topology);
+        let token = lock::Token::from_text(&held.token);
+        let quoted = crate::text::quote(name.key());
+        match one.holds(&token, &crate::backend::Budget::within(timeout)) {
+            Ok(Some(fence)) => keys.push(HeldKey {
+                key: name.key().to_owned(),
+                token,
+                fence,
+                id: member.id.clone(),
+            }),
+            Ok(None) => {
+                out.error(
+                    Ev::Lost,
+                    Msg::new(format!(
+                        "lock {quoted} is no longer held by the run that started this one (it \
+                         expired, was released or broken); the command was not started"
+                    ))
+                    .exit(Code::LockLost.get()),
+                );
+                return Ok(Some(Exit::from(Code::LockLost)));
+            }
+            Err(source) => {
+                return Err(Error::redis(
+                    format!("cannot check lock {quoted}, held by the run that started this one"),
+                    one.describe(),
+                    source,
+                ));
+            }
+        }
+    }
+    out.verbose(
+        Ev::Reentered,
+        format!(
+            "every key of {} is held by the process that started this one; running the command \
+             under them",
+            cfg.take.quoted()
+        ),
+    );
+    let mut env = key_env(&keys);
+    env.push((
+        "DISTLOCK_TTL_MS".to_owned(),
+        cfg.take.ttl.as_millis().to_string(),
+    ));
+    Err(reenter::exec_with(
+        &program,
+        &cfg.argv,
+        &env,
+        SINGLE_KEY_VARS,
+    ))
 }
 
 /// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.

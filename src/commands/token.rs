@@ -8,17 +8,32 @@ use crate::exit::{Code, Exit};
 use crate::lock::{self, Extended, Lock, LockName, Ownership, Token, Topology};
 use crate::output::{Ev, Msg, Output};
 
+/// The lock of `renew` or `release`: one key and its token, or a set's keys and tokens (then
+/// not empty); how messages name it; and the lock.
+type Held = (LockName, Token, Vec<(LockName, Token)>);
+
+fn open((name, token, set): Held, topology: &Topology) -> (String, Token, Box<dyn Lock>) {
+    if set.is_empty() {
+        return (
+            crate::text::quote(name.key()),
+            token,
+            lock::open(name, topology),
+        );
+    }
+    let keys: Vec<&str> = set.iter().map(|(n, _)| n.key()).collect();
+    let what = format!("set {}", crate::text::quote(&keys.join(" ")));
+    (what, token, lock::open_held(set, topology))
+}
+
 /// Extend the lock to `ttl` from now (`None`: the TTL it was acquired with).
 pub fn renew(
     topology: Topology,
-    name: LockName,
-    token: Token,
+    held: Held,
     ttl: Option<Duration>,
     out: &Output,
 ) -> Result<Exit, Error> {
-    let key = crate::text::quote(name.key());
     let budget = Budget::within(topology.timeout());
-    let mut lock = lock::open(name, &topology);
+    let (key, token, mut lock) = open(held, &topology);
     let result = lock
         .extend(&token, ttl.unwrap_or(Duration::ZERO), &budget)
         .map(|extended| match extended {
@@ -48,21 +63,14 @@ pub fn renew(
 /// Release the lock: the work done under it is over, and succeeded unless `failed` (a lock
 /// acquired with `--min-interval` or `--cooldown` then stays taken until the interval has
 /// passed).
-pub fn release(
-    topology: Topology,
-    name: LockName,
-    token: Token,
-    failed: bool,
-    out: &Output,
-) -> Result<Exit, Error> {
-    let key = crate::text::quote(name.key());
+pub fn release(topology: Topology, held: Held, failed: bool, out: &Output) -> Result<Exit, Error> {
+    let (key, token, mut lock) = open(held, &topology);
     if failed {
         // Recorded with the `released` event, so that the history (and `check
         // --crit-since-success`) does not count it as a success.
         crate::history::set_outcome("failed");
     }
     let budget = Budget::within(topology.timeout());
-    let mut lock = lock::open(name, &topology);
     let result = lock.release_after(&token, !failed, &budget);
     crate::commands::warn_failed_nodes(lock.as_mut(), out);
     finish(
@@ -87,6 +95,11 @@ fn finish(
             Ok(Exit::from(Code::Success))
         }
         Ok(Ownership::NotHeld) => {
+            // A set names the key it found gone (the others were acted on).
+            let key = match lock.busy_key() {
+                Some(gone) => format!("{} of {key}", crate::text::quote(&gone)),
+                None => key.to_owned(),
+            };
             out.error(
                 Ev::NotHeld,
                 Msg::new(format!(

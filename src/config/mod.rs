@@ -96,6 +96,9 @@ pub enum CommandConfig {
         name: LockName,
         /// The holder's token.
         token: Token,
+        /// A set's keys and tokens (from `acquire --env-file`; empty for one key, which
+        /// `name` and `token` are).
+        set: Vec<(LockName, Token)>,
         /// New TTL (default: the one it was acquired with).
         ttl: Option<Duration>,
     },
@@ -107,6 +110,9 @@ pub enum CommandConfig {
         name: LockName,
         /// The holder's token.
         token: Token,
+        /// A set's keys and tokens (from `acquire --env-file`; empty for one key, which
+        /// `name` and `token` are).
+        set: Vec<(LockName, Token)>,
         /// The work failed: no cool-down (`--failed`).
         failed: bool,
     },
@@ -167,8 +173,11 @@ pub struct Limits {
 pub struct TakeConfig {
     /// How to reach Redis.
     pub topology: Topology,
-    /// Which lock.
+    /// Which lock (the first key given, for a set).
     pub name: LockName,
+    /// Every key given, in the order typed (one for most runs; up to [`MAX_KEYS`] for a set,
+    /// which `lock::open_set` takes in key order).
+    pub keys: Vec<LockName>,
     /// The lock's TTL.
     pub ttl: Duration,
     /// How long and how to wait.
@@ -194,6 +203,24 @@ pub struct TakeConfig {
     pub after: AfterRun,
     /// Say so once when the wait has lasted this long (`run --warn-wait`).
     pub warn_wait: Option<Duration>,
+}
+
+impl TakeConfig {
+    /// Whether the run takes several keys (a lock set).
+    pub fn is_set(&self) -> bool {
+        self.keys.len() > 1
+    }
+
+    /// What messages call the lock: `"deploy"`, or for a set `set "db deploy"` (the keys in the
+    /// order typed).
+    pub fn quoted(&self) -> String {
+        if self.is_set() {
+            let keys: Vec<&str> = self.keys.iter().map(LockName::key).collect();
+            format!("set {}", crate::text::quote(&keys.join(" ")))
+        } else {
+            crate::text::quote(self.name.key())
+        }
+    }
 }
 
 /// `distlock acquire`, decided.
@@ -306,19 +333,25 @@ impl Config {
                         "the lock is held until it expires or is released",
                     )?;
                 }
+                let held = held_locks(prefix, &args.held, origins)?;
                 CommandConfig::Renew {
                     topology: topology(global, origins, None)?,
-                    name: lock_name(prefix, &args.held.key, origins)?,
-                    token: token(&args.held.token, origins)?,
+                    name: held[0].0.clone(),
+                    token: held[0].1.clone(),
+                    set: if held.len() > 1 { held } else { Vec::new() },
                     ttl: args.ttl.map(|ttl| ttl.value),
                 }
             }
-            cli::Command::Release(args) => CommandConfig::Release {
-                topology: topology(global, origins, None)?,
-                name: lock_name(prefix, &args.held.key, origins)?,
-                token: token(&args.held.token, origins)?,
-                failed: args.failed,
-            },
+            cli::Command::Release(args) => {
+                let held = held_locks(prefix, &args.held, origins)?;
+                CommandConfig::Release {
+                    topology: topology(global, origins, None)?,
+                    name: held[0].0.clone(),
+                    token: held[0].1.clone(),
+                    set: if held.len() > 1 { held } else { Vec::new() },
+                    failed: args.failed,
+                }
+            }
             cli::Command::Log(a) => CommandConfig::Log(history::log_config(a, global, origins)?),
             cli::Command::Stats(a) => {
                 CommandConfig::Stats(history::stats_config(a, global, origins)?)
@@ -431,6 +464,67 @@ fn holder_id(text: &str) -> Result<String, Error> {
     Ok(id.to_owned())
 }
 
+/// The lock(s) `renew` and `release` act on: `--key`/`--token` (or `DISTLOCK_KEY` and
+/// `DISTLOCK_TOKEN`), or else a set as `acquire --env-file` wrote it (`DISTLOCK_KEY_COUNT`,
+/// `DISTLOCK_KEY<i>`, `DISTLOCK_TOKEN<i>`; or `DISTLOCK_KEYS` for the count, as a run's
+/// command has it). Never empty.
+fn held_locks(
+    prefix: &str,
+    args: &cli::HeldArgs,
+    origins: &Origins,
+) -> Result<Vec<(LockName, Token)>, Error> {
+    let no_token = || {
+        Error::Usage(
+            "no token given; pass --token (or DISTLOCK_TOKEN), as distlock acquire printed it"
+                .into(),
+        )
+    };
+    if let Some(key) = &args.key {
+        let text = args.token.as_deref().ok_or_else(no_token)?;
+        return Ok(vec![(
+            lock_name(prefix, key, origins)?,
+            token(text, origins)?,
+        )]);
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let count = var("DISTLOCK_KEY_COUNT")
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .or_else(|| var("DISTLOCK_KEYS").map(|keys| keys.split_whitespace().count()));
+    let Some(count) = count else {
+        return Err(Error::Usage(
+            "no key given; pass --key (or DISTLOCK_KEY), or load the --env-file that distlock \
+             acquire wrote"
+                .into(),
+        ));
+    };
+    if count > MAX_KEYS {
+        return Err(Error::Usage(format!(
+            "DISTLOCK_KEY_COUNT is {count}; distlock takes at most {MAX_KEYS} keys"
+        )));
+    }
+    let mut held = Vec::new();
+    for i in 0..count {
+        let key = var(&format!("DISTLOCK_KEY{i}")).ok_or_else(|| {
+            Error::Usage(format!(
+                "DISTLOCK_KEY{i} is missing; load the whole --env-file that distlock acquire wrote"
+            ))
+        })?;
+        let key = key.as_str();
+        let text = var(&format!("DISTLOCK_TOKEN{i}")).ok_or_else(|| {
+            Error::Usage(format!(
+                "DISTLOCK_TOKEN{i} is missing for key {}; load the whole --env-file that \
+                 distlock acquire wrote",
+                crate::text::quote(key)
+            ))
+        })?;
+        held.push((lock_name(prefix, key, origins)?, token(&text, origins)?));
+    }
+    if held.is_empty() {
+        return Err(no_token());
+    }
+    Ok(held)
+}
+
 fn token(text: &str, origins: &Origins) -> Result<Token, Error> {
     let text = text.trim();
     if text.is_empty()
@@ -463,7 +557,8 @@ fn take_config(
     origins: &Origins,
     why_ttl: &str,
 ) -> Result<TakeConfig, Error> {
-    let name = lock_name(&global.prefix, &args.key, origins)?;
+    let keys = lock_names(&global.prefix, &args, origins)?;
+    let name = keys[0].clone();
     check_ttl(&args.ttl, origins, why_ttl)?;
     if args.report_every.value < Duration::from_secs(1) {
         return Err(Error::Usage(format!(
@@ -506,6 +601,7 @@ fn take_config(
     Ok(TakeConfig {
         topology,
         name,
+        keys,
         ttl: args.ttl.value,
         wait: WaitPolicy {
             limit: if args.no_wait {
@@ -535,6 +631,65 @@ fn take_config(
         after,
         warn_wait: None,
     })
+}
+
+/// The most keys one run takes (`-k` repeated).
+pub const MAX_KEYS: usize = 32;
+
+/// The keys of a take (`-k`, repeatable), checked: each a valid key, none twice, at most
+/// [`MAX_KEYS`], and, with several, none of the flags a set cannot keep (`--limit N>1`,
+/// `--supersede`, `--replace`): refused before anything is sent. Never empty (clap requires
+/// one `-k`).
+fn lock_names(
+    prefix: &str,
+    args: &cli::TakeArgs,
+    origins: &Origins,
+) -> Result<Vec<LockName>, Error> {
+    let given = &args.key;
+    if given.is_empty() {
+        return Err(Error::Usage(
+            "no key given; name the lock with -k KEY".into(),
+        ));
+    }
+    if given.len() > MAX_KEYS {
+        return Err(Error::Usage(format!(
+            "{} keys given; one run takes at most {MAX_KEYS}: split the work, or use fewer keys",
+            given.len()
+        )));
+    }
+    if let Some((_, key)) = given
+        .iter()
+        .enumerate()
+        .find(|(i, key)| given[..*i].contains(key))
+    {
+        return Err(Error::Usage(format!(
+            "key {} is given twice (-k); give each key once",
+            crate::text::quote(key)
+        )));
+    }
+    if given.len() > 1 {
+        let refused = if args.limit > 1 {
+            Some(format!(
+                "{} {} (a semaphore) takes one key; several keys are mutexes: drop it or keep \
+                 one -k",
+                origins.option("limit"),
+                args.limit
+            ))
+        } else if args.supersede {
+            Some("--supersede takes one key; drop it or keep one -k".to_owned())
+        } else if args.replace {
+            Some("--replace takes one key; drop it or keep one -k".to_owned())
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            return Err(Error::Usage(format!("{refused} (several keys given)")));
+        }
+    }
+    given
+        .iter()
+        .map(|key| lock_name(prefix, key, origins))
+        .collect()
 }
 
 /// The longest `--min-interval` or `--cooldown`.
@@ -589,6 +744,21 @@ fn acquire_config(
                     .into(),
             ),
         ));
+    }
+    // Several tokens and fences do not fit on one line of stdout.
+    if take.is_set() && args.env_file.is_none() && !args.json {
+        return Err(Error::Usage(
+            "acquire with several keys hands over a key, fence and token per key: add \
+             --env-file FILE or --json"
+                .into(),
+        ));
+    }
+    // Every key goes into the file: each must read the same there.
+    if take.is_set() && args.env_file.is_some() {
+        for key in &take.keys {
+            envfile::check_value("the lock key", key.key())
+                .map_err(|message| Error::Usage(origins.blame("key", message)))?;
+        }
     }
     // The default prefix needs no line: later steps use it anyway.
     let prefix = Some(global.prefix.as_str()).filter(|p| *p != DEFAULT_PREFIX);

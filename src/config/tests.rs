@@ -312,3 +312,42 @@ fn hook_events_default_all_and_unknown() {
     );
     assert!(usage(&["-k", "k", "--warn-after", "0s", "--", "true"]).contains("out of range"));
 }
+
+#[test]
+fn several_keys_are_kept_in_the_order_typed() {
+    let run = parse(&["-k", "b", "--key", "a", "-k", "c", "--", "true"]).unwrap();
+    let keys: Vec<&str> = run.take.keys.iter().map(LockName::key).collect();
+    assert_eq!(keys, ["b", "a", "c"]);
+    assert_eq!(run.take.name.key(), "b");
+    let one = parse(&["-k", "x", "--", "true"]).unwrap();
+    assert_eq!(one.take.keys.len(), 1);
+}
+
+#[test]
+fn several_keys_refuse_what_a_set_cannot_keep() {
+    let msg = usage(&["-k", "a", "-k", "b", "-k", "a", "--", "true"]);
+    assert!(msg.contains("key \"a\" is given twice"), "{msg}");
+    let many: Vec<String> = (0..33).map(|i| format!("k{i}")).collect();
+    let mut args: Vec<&str> = many.iter().flat_map(|k| ["-k", k.as_str()]).collect();
+    args.extend(["--", "true"]);
+    let msg = usage(&args);
+    assert!(
+        msg.contains("33 keys given; one run takes at most 32"),
+        "{msg}"
+    );
+    args.drain(..2);
+    assert!(parse(&args).is_ok(), "32 keys are accepted");
+    let msg = usage(&["-k", "a", "-k", "b", "--limit", "2", "--", "true"]);
+    assert!(
+        msg.contains("--limit 2 (a semaphore) takes one key"),
+        "{msg}"
+    );
+    assert!(parse(&["-k", "a", "-k", "b", "--limit", "1", "--", "true"]).is_ok());
+    let msg = usage(&["-k", "a", "-k", "b", "--supersede", "--", "true"]);
+    assert!(msg.contains("--supersede takes one key"), "{msg}");
+    let msg = usage(&["-k", "a", "-k", "b", "--replace", "--", "true"]);
+    assert!(msg.contains("--replace takes one key"), "{msg}");
+    // A bad key among several is refused as one alone would be.
+    let msg = usage(&["-k", "a", "-k", "b{", "--", "true"]);
+    assert!(msg.contains("brace"), "{msg}");
+}

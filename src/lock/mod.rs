@@ -11,6 +11,8 @@
 //! * `single`: the lock on one primary (addressed directly, or through Sentinel or Cluster:
 //!   finding it is the backend's business);
 //! * `redlock`: the lock over N independent primaries, its majority rules and what it refuses;
+//! * `set`: the lock over several keys (`-k a -k b`), taken one at a time in key order, each
+//!   key a lock of its own;
 //! * [`holder`] and `name`: what a holder says about itself, and the key-name rules;
 //! * `model` (tests only): a Redis in memory that runs the real scripts, and `ScriptLock`, the
 //!   lock over it that the engine's unit tests run on (`docs/verification.md`).
@@ -58,6 +60,7 @@ pub mod model;
 mod name;
 mod protocol;
 mod redlock;
+mod set;
 mod single;
 mod topology;
 
@@ -69,7 +72,7 @@ use crate::clock::Moment;
 pub use holder::{CoolDown, HeldBy, Holder};
 pub use name::{DEFAULT_PREFIX, LockName, validate_key, validate_pattern, validate_prefix};
 pub use redlock::{drift as redlock_drift, node_margin};
-pub use topology::{Listing, NewerLock, Topology, list, open};
+pub use topology::{Listing, NewerLock, Topology, list, open, open_held, open_set};
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
@@ -452,6 +455,20 @@ pub enum Residue {
     MayRemain(Duration),
 }
 
+/// One key of a lock over several keys ([`Lock::members`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its name.
+    pub name: LockName,
+    /// The token it is held with, when it is not the set's (a Redlock member retired it).
+    pub token: Option<Token>,
+    /// Its fence, while held.
+    pub fence: Option<u64>,
+    /// What names it across processes (deployment and Redis key, as
+    /// [`crate::session::reenter::lock_id`]).
+    pub id: String,
+}
+
 /// A lock algorithm over one or more Redis servers.
 ///
 /// Every method makes one attempt that ends by the budget's deadline (or at once when its cancel
@@ -586,6 +603,25 @@ pub trait Lock: Send {
     /// its servers one request each (a Redlock), where the notification from one server may
     /// come before the others have the release. (A lock that keeps a line hands over instead.)
     fn recheck_after_notice(&self) -> bool {
+        false
+    }
+
+    /// A lock over several keys (`set.rs`): its keys in the order it takes them, with what
+    /// each holds; empty for a lock of one key.
+    fn members(&self) -> Vec<Member> {
+        Vec::new()
+    }
+
+    /// A lock over several keys: the key its last attempt found busy, or that a renewal or
+    /// release found no longer held (messages name it); `None` for a lock of one key.
+    fn busy_key(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether some of the lock may be ours after a wait that ended without it (a set that
+    /// holds its lower keys while it waits for the next): the engine then gives it back, as
+    /// it does after a lost reply.
+    fn holds_part(&self) -> bool {
         false
     }
 

@@ -67,6 +67,27 @@ pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
     }
 }
 
+/// The lock over every key of `names` on `topology` (a [`super::set::LockSet`] for several,
+/// taken in key order; the lock of that key for one). Connects on first use.
+pub fn open_set(names: &[LockName], topology: &Topology) -> Box<dyn Lock> {
+    match names {
+        [one] => open(one.clone(), topology),
+        _ => Box::new(super::set::LockSet::new(
+            names.iter().map(|n| open(n.clone(), topology)).collect(),
+        )),
+    }
+}
+
+/// The set of `held` keys on `topology`, each held with its token (`renew` and `release` of
+/// what `acquire --env-file` wrote).
+pub fn open_held(held: Vec<(LockName, super::Token)>, topology: &Topology) -> Box<dyn Lock> {
+    Box::new(super::set::LockSet::held_with(
+        held.into_iter()
+            .map(|(name, token)| (open(name, topology), token))
+            .collect(),
+    ))
+}
+
 /// What `list` found.
 #[derive(Debug, Default)]
 pub struct Listing {

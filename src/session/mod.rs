@@ -6,7 +6,8 @@
 //!   -> Session::start: the event channel, and signals become events
 //!   -> Session::take: wait for the lock (take.rs) -> Taken::Granted | Taken::Exit
 //!   -> Session::interrupted: a termination signal that came while taking
-//!   -> (the caller's work: run a command, or hand a token over)
+//!   -> (the caller's work: run a command, or hand a token over; keys.rs: every key the
+//!      grant holds, and the variables that tell them)
 //!   -> Session::release (always, bounded; a failure is a warning)
 //! ```
 //!
@@ -14,6 +15,7 @@
 //! over the model Redis of `lock::model` (see the tests of `commands::run`). This module knows locks, the engine
 //! ([`crate::wait`]) and output; it knows no subcommand.
 
+pub mod keys;
 pub mod reenter;
 pub mod take;
 #[cfg(test)]
@@ -154,7 +156,7 @@ impl Session {
         succeeded: bool,
         out: &Output,
     ) -> Option<Ownership> {
-        let key = crate::text::quote(cfg.name.key());
+        let key = cfg.quoted();
         let budget = Budget::within(cfg.topology.timeout());
         let released = self.lock.release_after(&grant.token, succeeded, &budget);
         warn_failed_nodes(self.lock.as_mut(), out);

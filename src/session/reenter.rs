@@ -102,6 +102,17 @@ pub fn with(ours: Held) -> String {
     serde_json::to_string(&held).unwrap_or_else(|_| "[]".into())
 }
 
+/// `DISTLOCK_HELD` for the command of a run that holds every lock of `ours` (one per key of a
+/// set): the inherited entries and ours.
+pub fn with_all(ours: Vec<Held>) -> String {
+    let mut held: Vec<Held> = inherited()
+        .into_iter()
+        .filter(|h| ours.iter().all(|o| o.lock != h.lock))
+        .collect();
+    held.extend(ours);
+    serde_json::to_string(&held).unwrap_or_else(|_| "[]".into())
+}
+
 /// What a nested run does.
 pub enum Nested {
     /// Run under the ancestor's lock: its fence.
@@ -161,11 +172,26 @@ pub fn exec(
     held: &Held,
     fence: u64,
 ) -> Error {
+    let env = [
+        ("DISTLOCK_KEY".to_owned(), key.to_owned()),
+        ("DISTLOCK_TOKEN".to_owned(), held.token.clone()),
+        ("DISTLOCK_FENCE".to_owned(), fence.to_string()),
+    ];
+    exec_with(program, argv, &env, &[])
+}
+
+/// As [`exec`], with the variables `env` set and `unset` removed.
+pub fn exec_with(
+    program: &std::path::Path,
+    argv: &[OsString],
+    env: &[(String, String)],
+    unset: &[&str],
+) -> Error {
     let mut command = std::process::Command::new(program);
-    command
-        .env("DISTLOCK_KEY", key)
-        .env("DISTLOCK_TOKEN", &held.token)
-        .env("DISTLOCK_FENCE", fence.to_string());
+    for name in unset {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(arg0) = argv.first() {
         command.arg0(arg0);
     }

@@ -31,7 +31,7 @@ pub fn take(
     cancel: &Cancel,
     out: &Output,
 ) -> Result<Taken, Error> {
-    let key = crate::text::quote(cfg.name.key());
+    let key = cfg.quoted();
     let token = Token::generate().map_err(|e| {
         Error::Internal(format!(
             "cannot get random bytes for the lock's token from the kernel (getrandom): {e}"
@@ -68,6 +68,10 @@ pub fn take(
         cfg.report_every,
     );
     display.warn_after(cfg.warn_wait);
+    if cfg.is_set() {
+        let keys: Vec<&str> = cfg.keys.iter().map(|k| k.key()).collect();
+        display.for_set(&keys.join(" "));
+    }
     match wait::acquire(lock, &wait, events, &mut display, out) {
         Waited::Acquired { grant, waited } => {
             out.verbose(
@@ -97,7 +101,16 @@ pub fn take(
                 Some(h) => format!("is busy ({})", h.summary()),
                 None => "is busy".to_owned(),
             };
-            let mut message = format!("lock {key} {what}; gave up{after} (exit {})", cfg.busy_exit);
+            let mut message = match lock.busy_key().filter(|_| cfg.is_set()) {
+                // A set names the key that was busy, and says the others went back.
+                Some(busy) => format!(
+                    "lock {} {what}; gave up{after} on {key} and gave back every key of it \
+                     (exit {})",
+                    crate::text::quote(&busy),
+                    cfg.busy_exit
+                ),
+                None => format!("lock {key} {what}; gave up{after} (exit {})", cfg.busy_exit),
+            };
             if let Some(left) = left_behind(residue, &key) {
                 message.push_str("; ");
                 message.push_str(&left);
@@ -139,11 +152,23 @@ pub fn take(
             );
             Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
-        Waited::Conflict(conflict) => Err(Error::Conflict(conflict_message(
-            &conflict, &key, cfg.limit,
-        ))),
+        Waited::Conflict(conflict) => {
+            let key = match lock.busy_key().filter(|_| cfg.is_set()) {
+                Some(busy) => crate::text::quote(&busy),
+                None => key,
+            };
+            Err(Error::Conflict(conflict_message(
+                &conflict, &key, cfg.limit,
+            )))
+        }
         Waited::Interrupted { signal, residue } => {
-            let what = left_behind(residue, &key).unwrap_or_else(|| "nothing was acquired".into());
+            let what = left_behind(residue, &key).unwrap_or_else(|| {
+                if cfg.is_set() {
+                    "every key was given back".into()
+                } else {
+                    "nothing was acquired".into()
+                }
+            });
             let name = super::signal_name(signal);
             out.error(
                 Ev::Interrupted,

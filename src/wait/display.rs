@@ -25,6 +25,8 @@ use crate::text::{duration, quote};
 pub struct WaitDisplay {
     out: Output,
     key: String,
+    /// A set's keys, quoted (`"a b"`): messages then name the key waited for, of the set.
+    set: Option<String>,
     server: String,
     limit: Option<Duration>,
     every: Duration,
@@ -74,6 +76,7 @@ impl WaitDisplay {
         WaitDisplay {
             out: out.clone(),
             key: quote(key),
+            set: None,
             server: server.to_owned(),
             limit,
             every,
@@ -196,6 +199,20 @@ impl WaitDisplay {
         match &self.style {
             Style::Silent => {}
             _ => self.warn(Ev::RedisFailing, msg),
+        }
+    }
+
+    /// The wait is for a set of `keys` (space-separated, as typed).
+    pub fn for_set(&mut self, keys: &str) {
+        let set = quote(keys);
+        self.key = format!("set {set}");
+        self.set = Some(set);
+    }
+
+    /// A set's wait is now for `key`: messages name it.
+    pub fn waiting_for(&mut self, key: &str) {
+        if let Some(set) = &self.set {
+            self.key = format!("{} of set {set}", quote(key));
         }
     }
 
@@ -335,6 +352,9 @@ impl WaitDisplay {
     /// The lock is ours after `waited`.
     pub fn acquired(&mut self, waited: Duration) {
         self.clear();
+        if let Some(set) = &self.set {
+            self.key = format!("set {set}");
+        }
         if matches!(self.style, Style::Lines) && self.last.is_some() {
             self.out.notice(
                 Ev::Acquired,

@@ -182,7 +182,7 @@ pub fn acquire(
     let waited = start.elapsed();
     let residue = match &ended {
         Ended::Acquired(..) | Ended::Conflict(_) => Residue::Nothing,
-        _ if waiter.maybe_ours || waiter.joined => {
+        _ if waiter.maybe_ours || waiter.joined || waiter.lock.holds_part() => {
             // An attempt whose reply was lost may have taken the lock: give it back.
             let now = Instant::now();
             let limit = match &ended {

@@ -437,6 +437,9 @@ impl Waiter<'_> {
 
     /// Show that the lock is busy (and, with -v, say who holds it).
     fn show_busy(&mut self, holders: &Holders, position: Option<u32>) {
+        if let Some(key) = self.lock.busy_key() {
+            self.display.waiting_for(&key);
+        }
         self.display.busy(holders, position);
         if self.out.is_verbose() {
             // (Formatted only when shown: every waiter passes here on every release.)

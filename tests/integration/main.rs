@@ -33,6 +33,7 @@ mod redlock;
 mod replicas;
 mod semaphore;
 mod sentinel;
+mod sets;
 mod signals;
 mod tls;
 mod topology_tls;

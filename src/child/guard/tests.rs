@@ -64,6 +64,7 @@ fn spawn_sh(guard: &Guard, script: &str) -> Pid {
         program: &sh,
         argv: &argv,
         env: vec![],
+        unset: &[],
         take_terminal: false,
         reset_signals: &[libc::SIGPIPE],
         guard: guard.group_slot(),
