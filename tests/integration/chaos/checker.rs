@@ -1055,10 +1055,13 @@ impl<'a> Checker<'a> {
                         if r.params.wait == WaitKind::NoWait {
                             found.push(bad("superseded without a place in line"));
                         }
+                        // (A lock set is superseded in the line of whichever of its keys it
+                        // waited for: the run's other record names that key.)
                         let by = self.runs.values().any(|o| {
                             o.id != r.id
                                 && o.params.supersede
-                                && o.params.key == r.params.key
+                                && (o.params.key == r.params.key
+                                    || Some(o.params.key) == r.params.also)
                                 && o.spawned < r.exited
                                 && o.exited > r.spawned
                         });
