@@ -167,6 +167,12 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether the sections `x` and `y` are both readers of the shared key (which exclude
+    /// nobody but writers).
+    fn readers(&self, x: &str, y: &str) -> bool {
+        self.runs[x].params.shared && self.runs[y].params.shared
+    }
+
     fn t(&self, t: u64) -> String {
         rel(self.t0, t)
     }
@@ -179,6 +185,8 @@ impl<'a> Checker<'a> {
             key.name,
             match r.params.also {
                 Some(also) => format!(" (a set with {})", KEYS[also].name),
+                None if key.rw && r.params.shared => " --shared (a reader)".to_owned(),
+                None if key.rw => " (a writer)".to_owned(),
                 None if key.is_mutex() => String::new(),
                 None => format!(" --limit {}", key.limit),
             },
@@ -331,9 +339,12 @@ impl<'a> Checker<'a> {
     /// A section's interval is [S, last stamp]. Both ends are conservative in the right
     /// direction: the command did run at every stamp, so two intervals that intersect prove two
     /// commands ran their critical sections at the same time.
+    ///
+    /// On the shared key, the same for every pair with a writer in it: readers may overlap
+    /// each other, a writer overlaps nobody.
     fn mutual_exclusion(&mut self) {
         for (k, key) in KEYS.iter().enumerate() {
-            if !key.is_mutex() {
+            if !(key.is_mutex() || key.rw) {
                 continue;
             }
             let list = &self.per_key[k];
@@ -343,6 +354,9 @@ impl<'a> Checker<'a> {
                     let y = &self.sections[yi];
                     if y.start > x.last {
                         break;
+                    }
+                    if self.readers(xi, yi) {
+                        continue;
                     }
                     match self.restart_excuse(xi, x, y.start) {
                         Some(r) => {
@@ -444,7 +458,7 @@ impl<'a> Checker<'a> {
     /// and distlock (or its guard) kills the group before that.
     fn semaphore_limit(&mut self) {
         for (k, key) in KEYS.iter().enumerate() {
-            if key.is_mutex() {
+            if !key.is_semaphore() {
                 continue;
             }
             let limit = key.limit as usize;
@@ -586,7 +600,7 @@ impl<'a> Checker<'a> {
     fn lost_lock_dead_before_next_holder(&mut self) {
         let mut min_slack: Option<(u64, String)> = None;
         for (k, list) in self.per_key.iter().enumerate() {
-            if !KEYS[k].is_mutex() {
+            if !(KEYS[k].is_mutex() || KEYS[k].rw) {
                 // The semaphore's lost slots: see `semaphore_limit`.
                 continue;
             }
@@ -596,7 +610,11 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 let x = &self.sections[xi];
-                let Some(&yi) = list.get(i + 1) else { continue };
+                // The next section it excludes: on the shared key, a reader excludes only
+                // writers.
+                let Some(&yi) = list[i + 1..].iter().find(|&&yi| !self.readers(xi, yi)) else {
+                    continue;
+                };
                 let y = &self.sections[yi];
                 if self.restart_excuse(xi, x, y.start).is_some() {
                     // The lock was forgotten: the next holder may start at once (mutual
@@ -833,9 +851,21 @@ impl<'a> Checker<'a> {
     /// Redis itself never grants a semaphore more live slots than its limit (nor a mutex more
     /// than one holder): the server's side of [`Checker::semaphore_limit`], on every sample,
     /// with no excuse (each sample is one server's state at one instant).
+    /// On the shared key: a writer holds it only alone (no live reader's slot beside it).
     fn redis_never_exceeds_the_limit(&mut self) {
         for s in self.samples.iter().flatten() {
             for (k, view) in s.keys.iter().enumerate() {
+                if KEYS[k].rw {
+                    if view.writer && view.holders.len() > 1 {
+                        self.violations.push(format!(
+                            "WRITER NOT ALONE IN REDIS: {} held by a writer and readers at {}: {:?} (the writer first)",
+                            KEYS[k].name,
+                            self.t(s.sent),
+                            view.holders
+                        ));
+                    }
+                    continue;
+                }
                 if view.holders.len() > KEYS[k].limit as usize {
                     self.violations.push(format!(
                         "OVER THE LIMIT IN REDIS: {} had {} live holders (limit {}) at {}: {:?}",

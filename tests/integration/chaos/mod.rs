@@ -397,8 +397,11 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             cmd.args(["-k", KEYS[also].name]);
         }
         cmd.arg("--ttl").arg(format!("{}ms", p.ttl_ms));
-        if !KEYS[p.key].is_mutex() {
+        if KEYS[p.key].is_semaphore() {
             cmd.arg("--limit").arg(KEYS[p.key].limit.to_string());
+        }
+        if p.shared {
+            cmd.arg("--shared");
         }
         match p.wait {
             WaitKind::Forever => {}
@@ -436,8 +439,9 @@ fn contender(ci: usize, seed: u64, ctx: &Ctx) -> Vec<RunRec> {
             .arg(&ctx.log)
             .arg(&id)
             .arg(match &ctx.counters[p.key] {
-                Some(counter) => counter.as_os_str(),
-                None => "-".as_ref(),
+                // (A reader only stamps: readers run together by design.)
+                Some(counter) if !p.shared => counter.as_os_str(),
+                _ => "-".as_ref(),
             })
             .arg(p.hold_ms.to_string());
         // A lock set's command is a section on its second key too, under its own id.
@@ -634,7 +638,7 @@ fn chaos(topology: Topology) {
     let counters: Vec<Option<PathBuf>> = KEYS
         .iter()
         .map(|k| {
-            k.is_mutex().then(|| {
+            (k.is_mutex() || k.rw).then(|| {
                 let p = scratch.path(&format!("counter-{}", k.name));
                 fs::write(&p, "0\n").unwrap();
                 p

@@ -28,6 +28,8 @@ pub(super) struct KeyView {
     pub(super) holders: Vec<String>,
     /// PTTL of the key that carries the holders' expiry: the mutex key, or `:slots`.
     pub(super) pttl: i64,
+    /// A shared key: whether a writer (not the readers' mark) held the mutex.
+    pub(super) writer: bool,
     /// Waiters in line (`ZCARD :queue`), and the PTTL of `:queue`.
     pub(super) waiting: i64,
     pub(super) line_pttl: i64,
@@ -110,18 +112,30 @@ fn follow(stop: &AtomicBool, mut locate: impl FnMut() -> Option<String>) -> Vec<
 
 /// Reads one key's view where its slot is served: the server's clock, the holders (the
 /// mutex's value, or the semaphore's slots with their scores), their expiry, the line and its
-/// expiry. EVAL_RO: allowed during `CLIENT PAUSE WRITE`, like the MULTI of one server.
+/// expiry. EVAL_RO: allowed during `CLIENT PAUSE WRITE`, like the MULTI of one server. A shared
+/// key ('r'): the readers' slots as holders, and the mutex's value (a writer's token, or the
+/// readers' mark) last; the expiry is the writer's if one holds, else the slots'.
 const CLUSTER_READ: &str = r#"
 local t = redis.call('TIME')
 local h
 if ARGV[1] == 'm' then
   local v = redis.call('GET', KEYS[1])
   if v then h = {v} else h = {} end
+elseif ARGV[1] == 'r' then
+  local slots = KEYS[1] .. ':slots'
+  local w = redis.call('GET', KEYS[1])
+  local pttl
+  if w and w ~= 'distlock:shared' then pttl = redis.call('PTTL', KEYS[1]) else pttl = redis.call('PTTL', slots) end
+  return {t[1], t[2], pttl, redis.call('ZCARD', KEYS[2]), redis.call('PTTL', KEYS[2]),
+    redis.call('ZRANGE', slots, 0, -1, 'WITHSCORES'), w}
 else
   h = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 end
 return {t[1], t[2], redis.call('PTTL', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('PTTL', KEYS[2]), h}
 "#;
+
+/// The value the scripts keep in a shared key's mutex while it has readers (never a token).
+pub(super) const SHARED_MARK: &str = "distlock:shared";
 
 /// The Cluster's monitor: per key, the node last seen serving it (MOVED moves it; ASK reads
 /// once on the target, after ASKING). A sample is kept only when every key answered.
@@ -138,7 +152,8 @@ fn cluster(nodes: &[(u16, String)], stop: &AtomicBool) -> Vec<Sample> {
         let mut keys = Vec::new();
         for (k, key) in KEYS.iter().enumerate() {
             let lock = lock_key(key.name);
-            let held = if key.is_mutex() {
+            // (A shared key's script reads `:slots` beside the mutex, in the same slot.)
+            let held = if key.is_mutex() || key.rw {
                 lock.clone()
             } else {
                 format!("{lock}:slots")
@@ -162,11 +177,21 @@ fn cluster(nodes: &[(u16, String)], stop: &AtomicBool) -> Vec<Sample> {
                     .arg(2)
                     .arg(&held)
                     .arg(&queue)
-                    .arg(if key.is_mutex() { "m" } else { "s" })
+                    .arg(if key.rw {
+                        "r"
+                    } else if key.is_mutex() {
+                        "m"
+                    } else {
+                        "s"
+                    })
                     .query::<redis::Value>(c);
                 match read {
                     Ok(v) => {
-                        view = key_view(v, key.is_mutex());
+                        view = if key.rw {
+                            rw_view(v)
+                        } else {
+                            key_view(v, key.is_mutex())
+                        };
                         break;
                     }
                     Err(e) => match (e.code(), e.redirect_node().and_then(|(a, _)| index(a))) {
@@ -213,9 +238,31 @@ fn key_view(v: redis::Value, mutex: bool) -> Option<KeyView> {
     Some(KeyView {
         holders,
         pttl,
+        writer: false,
         waiting,
         line_pttl,
     })
+}
+
+/// A shared key's view from [`CLUSTER_READ`]'s reply in mode 'r'.
+fn rw_view(v: redis::Value) -> Option<KeyView> {
+    type Read = (u64, u64, i64, i64, i64, Vec<String>, Option<String>);
+    let (s, us, pttl, waiting, line_pttl, flat, mutex): Read = redis::from_redis_value(v).ok()?;
+    Some(KeyView {
+        writer: mutex.as_deref().is_some_and(|v| v != SHARED_MARK),
+        holders: rw_holders(mutex, &flat, s * 1000 + us / 1000),
+        pttl,
+        waiting,
+        line_pttl,
+    })
+}
+
+/// A shared key's holders: the writer (the mutex's value, unless it is the readers' mark) and
+/// the readers whose slots are live.
+fn rw_holders(mutex: Option<String>, flat: &[String], server_ms: u64) -> Vec<String> {
+    let mut holders: Vec<String> = mutex.into_iter().filter(|v| v != SHARED_MARK).collect();
+    holders.extend(live_slots(flat, server_ms));
+    holders
 }
 
 /// The tokens of `flat` (ZRANGE WITHSCORES) whose expiry is after `server_ms`.
@@ -230,8 +277,10 @@ fn live_slots(flat: &[String], server_ms: u64) -> Vec<String> {
         .collect()
 }
 
-/// Commands per key in a sample.
-const PER_KEY: usize = 4;
+/// Commands per key in a sample (a shared key's: 6).
+fn per_key(k: &super::plan::Key) -> usize {
+    if k.rw { 6 } else { 4 }
+}
 
 /// A connection of the checker's own to `url`, if it can be had within 300ms, whose requests
 /// wait up to 5s: longer than the longest SIGSTOP, so a request sent into a stopped server is
@@ -253,7 +302,20 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
     pipe.cmd("TIME");
     for k in &KEYS {
         let key = lock_key(k.name);
-        if k.is_mutex() {
+        if k.rw {
+            let slots = format!("{key}:slots");
+            pipe.cmd("GET")
+                .arg(&key)
+                .cmd("PTTL")
+                .arg(&key)
+                .cmd("ZRANGE")
+                .arg(&slots)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .cmd("PTTL")
+                .arg(&slots);
+        } else if k.is_mutex() {
             pipe.cmd("GET").arg(&key).cmd("PTTL").arg(&key);
         } else {
             let slots = format!("{key}:slots");
@@ -269,7 +331,7 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
         pipe.cmd("ZCARD").arg(&queue).cmd("PTTL").arg(&queue);
     }
     let values = pipe.query::<Vec<redis::Value>>(con).ok()?;
-    if values.len() != 1 + PER_KEY * KEYS.len() {
+    if values.len() != 1 + KEYS.iter().map(per_key).sum::<usize>() {
         return None;
     }
     let mut values = values.into_iter();
@@ -277,6 +339,23 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
     let server_ms = time.first()? * 1000 + time.get(1)? / 1000;
     let mut keys = Vec::new();
     for k in &KEYS {
+        if k.rw {
+            let mutex: Option<String> = redis::from_redis_value(values.next()?).ok()?;
+            let mutex_pttl: i64 = redis::from_redis_value(values.next()?).ok()?;
+            let flat: Vec<String> = redis::from_redis_value(values.next()?).ok()?;
+            let slots_pttl: i64 = redis::from_redis_value(values.next()?).ok()?;
+            let writer = mutex.as_deref().is_some_and(|v| v != SHARED_MARK);
+            let mut int = || redis::from_redis_value::<i64>(values.next()?).ok();
+            let (waiting, line_pttl) = (int()?, int()?);
+            keys.push(KeyView {
+                holders: rw_holders(mutex, &flat, server_ms),
+                pttl: if writer { mutex_pttl } else { slots_pttl },
+                writer,
+                waiting,
+                line_pttl,
+            });
+            continue;
+        }
         let holders = if k.is_mutex() {
             redis::from_redis_value::<Option<String>>(values.next()?)
                 .ok()?
@@ -291,6 +370,7 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
         keys.push(KeyView {
             holders,
             pttl,
+            writer: false,
             waiting,
             line_pttl,
         });

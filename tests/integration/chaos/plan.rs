@@ -9,42 +9,60 @@ use std::fmt::Write as _;
 /// A key the contenders share, and how every contender on it uses it.
 pub(super) struct Key {
     pub(super) name: &'static str,
-    /// 1: a mutex; N: a counting semaphore of N (`run --limit N`, the same N for everyone).
+    /// 1: a mutex; N: a counting semaphore of N (`run --limit N`, the same N for everyone);
+    /// 0: a shared key (`rw`).
     pub(super) limit: u32,
+    /// A shared (reader/writer) key: readers (`run --shared`) hold it together, a writer (a
+    /// plain run) alone.
+    pub(super) rw: bool,
     /// How often a contender's iteration picks this key, in percent.
     weight: u32,
 }
 
 impl Key {
     pub(super) fn is_mutex(&self) -> bool {
-        self.limit == 1
+        self.limit == 1 && !self.rw
+    }
+
+    pub(super) fn is_semaphore(&self) -> bool {
+        self.limit > 1
     }
 }
 
-/// Three mutexes, whose sections share a read-modify-write counter each, and a semaphore of 3,
-/// whose sections only stamp. The semaphore gets the largest share of iterations so that more
-/// than 3 contenders want it at once most of the time: its limit is under test only when
-/// saturated.
-pub(super) const KEYS: [Key; 4] = [
+/// Three mutexes, whose sections share a read-modify-write counter each, a semaphore of 3,
+/// whose sections only stamp, and a shared key, whose writers share a counter and whose readers
+/// only stamp. The semaphore gets the largest share of iterations so that more than 3
+/// contenders want it at once most of the time: its limit is under test only when saturated.
+pub(super) const KEYS: [Key; 5] = [
     Key {
         name: "chaos-a",
         limit: 1,
-        weight: 20,
+        rw: false,
+        weight: 18,
     },
     Key {
         name: "chaos-b",
         limit: 1,
-        weight: 20,
+        rw: false,
+        weight: 18,
     },
     Key {
         name: "chaos-c",
         limit: 1,
-        weight: 20,
+        rw: false,
+        weight: 18,
     },
     Key {
         name: "chaos-sem",
         limit: 3,
-        weight: 40,
+        rw: false,
+        weight: 30,
+    },
+    Key {
+        name: "chaos-rw",
+        limit: 0,
+        rw: true,
+        weight: 16,
     },
 ];
 pub(super) const CONTENDERS: usize = 10;
@@ -99,8 +117,9 @@ impl Topology {
         self != Topology::Redlock
     }
 
-    /// Whether `--limit N` is allowed: not on a Redlock, whose majority keeps mutex holders
-    /// apart but not the L+1 holders of a semaphore of L (src/lock/redlock/mod.rs refuses it).
+    /// Whether `--limit N` and `--shared` are allowed: not on a Redlock, whose majority keeps
+    /// mutex holders apart but not the L+1 holders of a semaphore of L (src/lock/redlock/mod.rs
+    /// refuses both).
     pub(super) fn semaphores(self) -> bool {
         self != Topology::Redlock
     }
@@ -387,6 +406,7 @@ impl Plan {
             .iter()
             .filter(|k| k.is_mutex() || self.topology.semaphores())
             .map(|k| match k.limit {
+                _ if k.rw => format!("{} (readers with --shared, writers)", k.name),
                 1 => k.name.to_owned(),
                 n => format!("{} (--limit {n})", k.name),
             })
@@ -479,6 +499,8 @@ pub(super) struct Params {
     /// order, which is the sets' canonical order or not as the draw falls). Its command is a
     /// section on each key ([`super::RunRec`]s, one per key).
     pub(super) also: Option<usize>,
+    /// On a shared key: a reader (`--shared`); otherwise a writer.
+    pub(super) shared: bool,
 }
 
 /// The `--cooldown` of the runs that draw one: shorter than every TTL, so that a lock whose
@@ -548,8 +570,20 @@ impl Params {
             // Drawn last, so that the other draws of a seed are what they were before.
             cooldown: KEYS[key].is_mutex() && rng.u32(..100) < 15,
             also: None,
+            shared: false,
         }
         .with_set(rng)
+        .with_mode(rng)
+    }
+
+    /// On the shared key, 3 runs in 5 are readers (never `--supersede`, which `--shared`
+    /// refuses). Drawn after everything else, as `with_set`.
+    fn with_mode(mut self, rng: &mut fastrand::Rng) -> Params {
+        if KEYS[self.key].rw && rng.u32(..100) < 60 {
+            self.shared = true;
+            self.supersede = false;
+        }
+        self
     }
 
     /// One mutex run in 4 (not a `--supersede` one, which a set refuses, nor a `--cooldown`
