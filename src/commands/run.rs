@@ -292,6 +292,7 @@ fn run_locked(
             }),
         ),
         ("DISTLOCK_TTL_MS", cfg.take.ttl.as_millis().to_string()),
+        ("DISTLOCK_MODE", reenter::mode(cfg.take.limit).to_owned()),
     ];
     if let Some(slot) = grant.slot {
         env.push(("DISTLOCK_SLOT", slot.to_string()));
