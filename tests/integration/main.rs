@@ -33,6 +33,7 @@ mod redlock;
 mod replicas;
 mod semaphore;
 mod sentinel;
+mod shared;
 mod signals;
 mod tls;
 mod topology_tls;
