@@ -87,6 +87,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -l history -d 'Ke
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l shared -d 'Hold KEY shared (a reader): shared holders hold it together, an exclusive one alone'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l replace -d 'Newest replaces the running one: stop the holder\'s command, then take the lock'
 complete -c distlock -n "__fish_distlock_using_subcommand run" -s v -l verbose -d 'Explain each step on stderr (connection, acquire, renewals, release). Wins over -q'
@@ -192,6 +193,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l history -d
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l log-format -d 'How messages on stderr are written: text (distlock: ...) or json (one object a line)' -r -f -a "text\t'One line per message, prefixed "distlock: "'
 json\t'One JSON object per line'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s n -l no-wait -d 'Try once; do not wait if the lock is busy (wins over --wait and DISTLOCK_WAIT)'
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l shared -d 'Hold KEY shared (a reader): shared holders hold it together, an exclusive one alone'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l supersede -d 'Newest wins: join the line and cancel every waiter that joined before (not the holder)'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l replace -d 'Newest replaces the running one: stop the holder\'s command, then take the lock'
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l json -d 'Print one JSON object instead of the bare token: key, token, fence, TTL and limit'

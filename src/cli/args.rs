@@ -87,6 +87,18 @@ pub struct TakeArgs {
     )]
     pub limit: u32,
 
+    /// Hold KEY shared (a reader): shared holders hold it together, an exclusive one alone.
+    ///
+    /// Without it a run is exclusive (a writer). The line is first come, first served across
+    /// both: a waiting exclusive run holds back shared runs that come after it, and the shared
+    /// runs at the head of the line start together when it ends. Unlike flock -s, -n --shared
+    /// is busy while an exclusive run waits. The command gets DISTLOCK_MODE=shared (exclusive
+    /// otherwise) and no DISTLOCK_SLOT. Not with --limit, --supersede, --replace,
+    /// --min-interval, --cooldown, nor a Redlock (several URLs). A shared run inside an
+    /// exclusive one reenters it; an exclusive run inside a shared one is refused (65).
+    #[arg(long, env = "DISTLOCK_SHARED")]
+    pub shared: bool,
+
     /// Newest wins: join the line and cancel every waiter that joined before (not the holder).
     ///
     /// Each cancelled waiter leaves the line at once, says who superseded it, and exits with

@@ -138,10 +138,12 @@ fn extra_sections(command: &clap::Command, name: &str) -> Roff {
     }
     if name == "run" {
         env.push((
-            "DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_FENCE, DISTLOCK_TTL_MS, DISTLOCK_SLOT".into(),
+            "DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_FENCE, DISTLOCK_TTL_MS, DISTLOCK_MODE, \
+             DISTLOCK_SLOT"
+                .into(),
             "Set by distlock in the environment of COMMAND: the key as given, this holder's token, \
-             its fencing token, the TTL in milliseconds, and with --limit N the slot it holds \
-             (0 to N-1; no two holders at once have the same)."
+             its fencing token, the TTL in milliseconds, shared (--shared) or exclusive, and with \
+             --limit N the slot it holds (0 to N-1; no two holders at once have the same)."
                 .into(),
         ));
     }

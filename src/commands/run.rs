@@ -303,7 +303,8 @@ fn run_locked(
     }
     // The renewer thread is started by the supervisor when the first renewal comes near.
     let keys = held_keys(lock, grant, &cfg.take);
-    let mut env = key_env(&keys);
+    let mode = reenter::mode(cfg.take.limit);
+    let mut env = key_env(&keys, mode);
     let held = keys.iter().map(|k| Held {
         lock: k.id.clone(),
         token: k.token.as_str().to_owned(),
@@ -320,6 +321,7 @@ fn run_locked(
         env.push(("DISTLOCK_KEY".to_owned(), cfg.take.name.key().to_owned()));
         env.push(("DISTLOCK_TOKEN".to_owned(), grant.token.as_str().to_owned()));
         env.push(("DISTLOCK_FENCE".to_owned(), grant.fence.to_string()));
+        env.push(("DISTLOCK_MODE".to_owned(), mode.to_owned()));
         if let Some(slot) = grant.slot {
             env.push(("DISTLOCK_SLOT".to_owned(), slot.to_string()));
         }
@@ -470,7 +472,7 @@ fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<
             cfg.take.quoted()
         ),
     );
-    let mut env = key_env(&keys);
+    let mut env = key_env(&keys, reenter::mode(cfg.take.limit));
     env.push((
         "DISTLOCK_TTL_MS".to_owned(),
         cfg.take.ttl.as_millis().to_string(),

@@ -193,7 +193,7 @@ pub struct TakeConfig {
     pub claim: Duration,
     /// How long to retry a Redis that has never answered.
     pub unreachable_after: Duration,
-    /// 1: a mutex; N: a counting semaphore.
+    /// 1: a mutex (an exclusive run); N: a counting semaphore; 0: shared (`--shared`).
     pub limit: u32,
     /// Cancel the older waiters (`--supersede`).
     pub supersede: bool,
@@ -572,6 +572,22 @@ fn take_config(
                 .into(),
         ));
     }
+    if args.shared {
+        let with = if args.limit > 1 {
+            Some("--limit (readers are not counted: a shared key has no limit)")
+        } else if args.supersede || args.replace {
+            Some("--supersede or --replace (a shared run cancels or stops nobody)")
+        } else if args.min_interval.is_some() || args.cooldown.is_some() {
+            Some("--min-interval or --cooldown (they keep an exclusive lock taken)")
+        } else {
+            None
+        };
+        if let Some(with) = with {
+            return Err(Error::Usage(format!(
+                "--shared does not go with {with}: drop one of them"
+            )));
+        }
+    }
     if args.replace && args.limit > 1 {
         return Err(Error::Usage(format!(
             "--replace stops the one holder of a mutex; a semaphore of --limit {} has several: \
@@ -597,6 +613,12 @@ fn take_config(
     let topology = topology(global, origins, Some(args.ttl.value))?;
     if let Some(refused) = topology.refuses(args.supersede || args.replace, args.limit) {
         return Err(Error::Usage(refused));
+    }
+    if args.shared && matches!(topology, crate::lock::Topology::Redlock { .. }) {
+        return Err(Error::Usage(
+            "--shared needs a line of waiters, which a Redlock of independent servers cannot              keep (a stream of readers would starve a writer); drop --shared, or give one URL              (plain, redis+sentinel:// or redis+cluster://)"
+                .into(),
+        ));
     }
     Ok(TakeConfig {
         topology,
@@ -625,7 +647,8 @@ fn take_config(
         }
         .claim(global.redis_timeout.value),
         unreachable_after: args.unreachable_after.value,
-        limit: args.limit,
+        // 0: a shared lock's reader (see `lock::Request::limit`).
+        limit: if args.shared { 0 } else { args.limit },
         supersede: args.supersede,
         replace: args.replace,
         after,

@@ -209,6 +209,9 @@ impl Event {
         if let Some(slot) = self.get("slot") {
             parts.push(format!("slot {slot}"));
         }
+        if let Some(mode) = self.get("mode") {
+            parts.push(mode.to_owned());
+        }
         if let Some(token) = self.get("token") {
             parts.push(format!("id {token}"));
         }

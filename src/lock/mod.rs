@@ -76,7 +76,7 @@ pub use topology::{Listing, NewerLock, Topology, list, open, open_held, open_set
 
 /// The version of the Redis key layout this distlock speaks (`docs/protocol.md`). A lock whose
 /// `P{K}:protocol` key names another version is refused (exit 65), never read or changed.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// A holder's secret: a fresh uuid v4 per acquisition. Only the holder can extend or release.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,7 +205,8 @@ pub struct Request<'a> {
     pub ttl: Duration,
     /// What to store about us beside the lock.
     pub holder: &'a Holder,
-    /// 1: a mutex; N: a counting semaphore of N slots.
+    /// 1: a mutex (or a shared lock's writer); N: a counting semaphore of N slots; 0: a shared
+    /// lock's reader (`--shared`), which holds the key with other readers, never with a writer.
     pub limit: u32,
     /// Whether to take a place in line.
     pub queueing: Queueing,
@@ -223,11 +224,12 @@ pub struct Request<'a> {
 /// Who holds a busy lock, as an attempt sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holders {
-    /// The mutex holder, or the semaphore holder whose slot expires first.
+    /// The mutex holder, or the semaphore holder whose slot expires first, or the reader whose
+    /// lease ends last.
     pub first: HeldBy,
     /// How many hold it (1 for a mutex).
     pub count: u32,
-    /// The limit (1 for a mutex).
+    /// The limit (1 for a mutex, 0 for a shared lock's readers).
     pub limit: u32,
     /// How many wait in line.
     pub waiting: u32,
@@ -236,6 +238,13 @@ pub struct Holders {
 impl Holders {
     /// One line for humans: who holds it, for how long, until when.
     pub fn summary(&self) -> String {
+        if self.limit == 0 {
+            return format!(
+                "held shared by {}; the last lease is {}",
+                self.count,
+                self.first.summary()
+            );
+        }
         if self.limit <= 1 {
             return self.first.summary();
         }
@@ -324,6 +333,8 @@ pub enum Use {
     Mutex,
     /// Held as a semaphore.
     Semaphore,
+    /// Held shared by readers (`--shared`).
+    Shared,
     /// Free, with waiters in line for another limit.
     Queue,
 }

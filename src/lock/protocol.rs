@@ -82,7 +82,8 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
     let mut args: Vec<Vec<u8>> = vec![
         request.token.as_str().into(),
         millis(request.claim).to_string().into_bytes(),
-        request.limit.max(1).to_string().into_bytes(),
+        // 0: a shared lock's reader, said twice (limit 0 and mode = shared: see acquire.lua).
+        request.limit.to_string().into_bytes(),
         mode.to_vec(),
         millis(if request.polls { PLACE_POLLING } else { PLACE })
             .to_string()
@@ -99,6 +100,10 @@ pub fn acquire_args(request: &Request<'_>, queueing: Queueing) -> Vec<Vec<u8>> {
             args.push(name.as_bytes().to_vec());
             args.push(millis(interval).to_string().into_bytes());
         }
+    }
+    if request.limit == 0 {
+        args.push(b"mode".to_vec());
+        args.push(b"shared".to_vec());
     }
     if request.polls {
         args.push(b"polls".to_vec());
@@ -262,7 +267,12 @@ pub fn decode_answer(
             let holders = Holders {
                 first: held_by(None, *pttl, *now, meta),
                 count: count(*holders),
-                limit: count(*limit).max(1),
+                // 0 with holders: a shared lock's readers.
+                limit: if *limit == 0 && *holders > 0 {
+                    0
+                } else {
+                    count(*limit).max(1)
+                },
                 waiting: count(*waiting),
             };
             match (code, place) {
@@ -292,9 +302,11 @@ pub fn decode_answer(
             use_: match use_.as_text().as_deref() {
                 Some("mutex") => Use::Mutex,
                 Some("semaphore") => Use::Semaphore,
+                Some("shared") => Use::Shared,
                 _ => Use::Queue,
             },
-            limit: count(*limit).max(1),
+            // 0: readers of a shared lock (held, or first in line).
+            limit: count(*limit),
             count: count(*holders),
             holder: Holder::from_fields(&fields(meta)).0,
         })),

@@ -30,15 +30,19 @@ pub(super) enum Held {
     Mutex,
     /// A semaphore slot: the slots and holders of the semaphore.
     Slot,
+    /// A shared lock's reader: its slot, and the marks that follow the readers' slots (the
+    /// mutex key and the protocol marker, see `mark_shared` in `lua/common.lua`).
+    Shared,
 }
 
 impl Held {
     /// The keys a renewal of this kind declares (and touches).
     pub(super) fn keys(self, name: &LockName) -> Vec<String> {
-        let [lock, owner, _, _, _, _, slots, holders, ..] = name.keys();
+        let [lock, owner, _, _, _, _, slots, holders, _, protocol, ..] = name.keys();
         match self {
             Held::Mutex => vec![lock, owner],
             Held::Slot => vec![slots, holders],
+            Held::Shared => vec![slots, holders, lock, protocol],
         }
     }
 }
@@ -225,10 +229,10 @@ impl SingleNode {
         budget: &Budget,
     ) -> Result<Answer, BackendError> {
         if let Answer::Granted { .. } = answer {
-            self.held = Some(if request.limit > 1 {
-                Held::Slot
-            } else {
-                Held::Mutex
+            self.held = Some(match request.limit {
+                0 => Held::Shared,
+                1 => Held::Mutex,
+                _ => Held::Slot,
             });
         }
         if let (Answer::Granted { .. }, Some((wanted, within))) =

@@ -44,15 +44,16 @@ pub fn held_keys(lock: &dyn Lock, grant: &Grant, take: &TakeConfig) -> Vec<HeldK
 }
 
 /// `DISTLOCK_KEYS` (space-separated, in the order typed) and, per key `i` from 0 in that
-/// order, `DISTLOCK_KEY<i>`, `DISTLOCK_FENCE<i>`, `DISTLOCK_TOKEN<i>` and `DISTLOCK_MODE<i>`.
-pub fn key_env(keys: &[HeldKey]) -> Vec<(String, String)> {
+/// order, `DISTLOCK_KEY<i>`, `DISTLOCK_FENCE<i>`, `DISTLOCK_TOKEN<i>` and `DISTLOCK_MODE<i>`
+/// (`mode`: `shared` or `exclusive`, [`reenter::mode`]).
+pub fn key_env(keys: &[HeldKey], mode: &str) -> Vec<(String, String)> {
     let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
     let mut env = vec![("DISTLOCK_KEYS".to_owned(), names.join(" "))];
     for (i, k) in keys.iter().enumerate() {
         env.push((format!("DISTLOCK_KEY{i}"), k.key.clone()));
         env.push((format!("DISTLOCK_FENCE{i}"), k.fence.to_string()));
         env.push((format!("DISTLOCK_TOKEN{i}"), k.token.as_str().to_owned()));
-        env.push((format!("DISTLOCK_MODE{i}"), "exclusive".to_owned()));
+        env.push((format!("DISTLOCK_MODE{i}"), mode.to_owned()));
     }
     env
 }

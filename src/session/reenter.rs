@@ -50,8 +50,13 @@ pub struct Held {
     pub token: String,
     /// Its fence.
     pub fence: u64,
-    /// Its limit (1: a mutex).
+    /// Its limit (1: a mutex, or held exclusively; 0: held shared, `--shared`).
     pub limit: u32,
+}
+
+/// `DISTLOCK_MODE` for a lock held with `limit`: `shared` (a reader) or `exclusive`.
+pub fn mode(limit: u32) -> &'static str {
+    if limit == 0 { "shared" } else { "exclusive" }
 }
 
 /// What names a lock across processes: its deployment (the kind of topology and the servers'
@@ -133,7 +138,14 @@ pub fn check(
     out: &Output,
 ) -> Result<Nested, Error> {
     let key = crate::text::quote(lock.name().key());
-    if *source == Source::Run && held.limit != limit {
+    // Shared in shared, and anything in exclusive, reenter; exclusive in shared would wait
+    // for itself (its own ancestor holds the key shared): refused at once.
+    if *source == Source::Run && held.limit == 0 && limit == 1 {
+        return Err(Error::Conflict(format!(
+            "lock {key} is held shared by the run that started this one, and this run asked for              it exclusively: it would wait for itself; add --shared to this run, or take the lock              without --shared in the outer run"
+        )));
+    }
+    if *source == Source::Run && held.limit != limit && !(held.limit == 1 && limit == 0) {
         return Err(Error::Conflict(format!(
             "lock {key} is held by the run that started this one with --limit {}, but this run \
              asked for --limit {limit}; a nested run must use the same --limit",
@@ -176,6 +188,7 @@ pub fn exec(
         ("DISTLOCK_KEY".to_owned(), key.to_owned()),
         ("DISTLOCK_TOKEN".to_owned(), held.token.clone()),
         ("DISTLOCK_FENCE".to_owned(), fence.to_string()),
+        ("DISTLOCK_MODE".to_owned(), mode(held.limit).to_owned()),
     ];
     exec_with(program, argv, &env, &[])
 }

@@ -205,12 +205,10 @@ pub fn take(
 
 /// A key used in another way than `asked` (the --limit of this run), in words.
 fn conflict_message(conflict: &Conflict, key: &str, asked: u32) -> String {
-    let what = |limit: u32| {
-        if limit <= 1 {
-            "a mutex".to_owned()
-        } else {
-            format!("a semaphore of --limit {limit}")
-        }
+    let what = |limit: u32| match limit {
+        0 => "a shared lock (--shared)".to_owned(),
+        1 => "a mutex".to_owned(),
+        _ => format!("a semaphore of --limit {limit}"),
     };
     let who = conflict
         .holder
@@ -219,6 +217,7 @@ fn conflict_message(conflict: &Conflict, key: &str, asked: u32) -> String {
         .unwrap_or_default();
     let now = match conflict.use_ {
         Use::Mutex => format!("is held as a mutex{who}"),
+        Use::Shared => format!("is held shared ({} readers{who})", conflict.count),
         Use::Semaphore => format!(
             "is held as {} ({} holders{who})",
             what(conflict.limit),

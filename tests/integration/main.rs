@@ -34,6 +34,7 @@ mod replicas;
 mod semaphore;
 mod sentinel;
 mod sets;
+mod shared;
 mod signals;
 mod tls;
 mod topology_tls;

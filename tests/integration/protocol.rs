@@ -37,7 +37,7 @@ fn snapshot(redis: &Redis) -> Vec<(String, String, String, bool)> {
 /// ignored the marker would find the lock free and take it beside the protocol-2 holder.
 fn newer_lock(redis: &Redis, key: &str) {
     let base = lock_key(key);
-    redis.cmd::<String>(&["SET", &format!("{base}:protocol"), "2"]);
+    redis.cmd::<String>(&["SET", &format!("{base}:protocol"), "3"]);
     redis.cmd::<i64>(&[
         "HSET",
         &format!("{base}:lease"),
@@ -55,7 +55,7 @@ fn assert_refused(out: &std::process::Output, what: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(65), "{what}: {err}");
     assert!(
-        err.contains("protocol 2") && err.contains("speaks protocol 1"),
+        err.contains("protocol 3") && err.contains("speaks protocol 2"),
         "{what}: {err}"
     );
     assert!(err.contains("upgrade distlock"), "{what}: {err}");
@@ -156,10 +156,10 @@ fn list_names_a_lock_of_a_newer_protocol_among_the_others() {
     assert_eq!(keys, ["a", "b", "c"], "{rows:?}");
     assert_eq!(rows[0].2, "a");
     assert_eq!(rows[2].2, "c");
-    assert_eq!(rows[1].1, "(protocol 2)", "{rows:?}");
+    assert_eq!(rows[1].1, "(protocol 3)", "{rows:?}");
     assert!(
-        rows[1].2.contains("a lock of protocol 2")
-            && rows[1].2.contains("speaks protocol 1")
+        rows[1].2.contains("a lock of protocol 3")
+            && rows[1].2.contains("speaks protocol 2")
             && rows[1].2.contains("upgrade distlock to manage it"),
         "{rows:?}"
     );
@@ -171,7 +171,7 @@ fn list_names_a_lock_of_a_newer_protocol_among_the_others() {
     assert_eq!(items[0].1, "held true");
     assert_eq!(items[2].1, "held true");
     assert!(
-        items[1].1.starts_with("protocol 2 ") && items[1].1.contains("upgrade distlock"),
+        items[1].1.starts_with("protocol 3 ") && items[1].1.contains("upgrade distlock"),
         "{items:?}"
     );
 
@@ -195,7 +195,7 @@ fn metrics_warns_of_a_lock_of_a_newer_protocol_and_exports_the_others() {
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(
         warnings[0].starts_with("distlock: ")
-            && warnings[0].contains("lock \"b\" is stored in protocol 2")
+            && warnings[0].contains("lock \"b\" is stored in protocol 3")
             && warnings[0].contains("upgrade distlock"),
         "{err}"
     );
@@ -243,7 +243,7 @@ fn protocol_one_and_other_keys_work_as_before() {
         redis
             .get(&format!("{}:protocol", lock_key("v2")))
             .as_deref(),
-        Some("2")
+        Some("3")
     );
 }
 
@@ -284,7 +284,7 @@ fn a_newer_lock_is_refused_over_a_redlock_and_on_a_cluster() {
     let rows = listed(&run(redlock().arg("list")));
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!((rows[0].0.as_str(), rows[1].0.as_str()), ("v1", "v2"));
-    assert_eq!(rows[1].1, "(protocol 2)", "{rows:?}");
+    assert_eq!(rows[1].1, "(protocol 3)", "{rows:?}");
 
     let cluster = Cluster::start(3, 0);
     let key = cluster.key_on(2, "v2");
@@ -318,7 +318,7 @@ fn a_newer_lock_is_refused_over_a_redlock_and_on_a_cluster() {
     assert_eq!(keys, expected, "{rows:?}");
     assert!(
         rows.iter()
-            .any(|(k, holder, _)| *k == key && holder == "(protocol 2)"),
+            .any(|(k, holder, _)| *k == key && holder == "(protocol 3)"),
         "{rows:?}"
     );
     assert_eq!(snapshot(cluster.node(owner)), before);

@@ -1,6 +1,7 @@
 -- distlock acquire (after common.lua): one attempt to take the lock, and the waiter's place in
 -- line. ARGV: 1 token, 2 claim in ms (the expiry an attempt sets; the holder then extends it to
--- its TTL), 3 limit (1: a mutex; N: a semaphore of N), 4 mode ('try': no place in line; 'join':
+-- its TTL), 3 limit (1: a mutex, or a shared lock's writer; N: a semaphore of N; 0: a shared lock's
+-- reader, with mode = 'shared' in the metadata), 4 mode ('try': no place in line; 'join':
 -- join the line or keep our place; 'supersede': the same, and cancel every older waiter;
 -- 'replace': as 'supersede', and ask the mutex holder to stop, see below; 'refresh': a
 -- waiter's later attempts: keep our place and take up our turn, never more: no new place, no
@@ -12,15 +13,19 @@
 -- fence_floor, the least fence a Redlock wants, and history_ms, how long to keep the lock's
 -- history (--history, see history.lua), neither of which is stored).
 -- Replies:
---   {1, fence[, slot]}                                  granted (slot: a semaphore's index)
+--   {1, fence[, slot]}                                  granted (slot: a semaphore's index;
+--                                                       none for a mutex or a reader)
 --   {0, pttl, now_ms, holder, holders, limit, waiting}  busy (try)
 --   {2, pttl, now_ms, holder, holders, limit, waiting, position}   in line (1 = first)
 --   {3, superseder}                                     cancelled by a newer waiter
 --   {4, use, limit, holders, holder}                    the key is used otherwise: 'mutex',
---                                                       'semaphore', or 'queue' (its waiters)
+--                                                       'semaphore', 'shared' (readers), or
+--                                                       'queue' (its waiters)
 --   {5}                                                 no place (refresh: none to keep)
 -- where holder is a flat field/value array (the mutex holder's, or the soonest-expiring
--- semaphore holder's), pttl its remaining ms (-1: no expiry, -2: free).
+-- semaphore holder's, or the latest-expiring reader's), pttl its remaining ms (-1: no
+-- expiry, -2: free). A reader and a writer of one key are one family: each waits for the
+-- other (limit 0 and 1 below), in one line.
 local token, claim, limit, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local place, takeup = tonumber(ARGV[5]), tonumber(ARGV[6])
 local info = {}
@@ -34,6 +39,11 @@ info.fence_floor = nil
 -- --history (ms), not metadata either (see history.lua).
 H_ARG_MS = tonumber(info.history_ms or '')
 info.history_ms = nil
+-- A reader sends limit 0 and mode = 'shared' (kept in its metadata); nothing else is one.
+local shared = limit == 0 and info.mode == 'shared'
+if limit == 0 and not shared then
+  limit = 1
+end
 
 purge_waiters()
 purge_slots()
@@ -74,8 +84,12 @@ if slot then
     redis.call('ZADD', SLOTS, int(NOW + claim), token)
     expire_with(SLOTS, {SLOTS, HOLDERS})
   end
+  mark_shared()
   leave_queue(token)
-  return {1, tonumber(held.fence or '0') or 0, tonumber(held.slot or '0') or 0}
+  if not held.slot then
+    return {1, tonumber(held.fence or '0') or 0}
+  end
+  return {1, tonumber(held.fence or '0') or 0, tonumber(held.slot) or 0}
 end
 
 -- Cancelled by a newer waiter (--supersede).
@@ -89,25 +103,32 @@ end
 -- finds none, and neither joins nor takes a free lock.
 -- (A lock found free with others in line is handed on all the same, as by any script.)
 if mode == 'refresh' and not redis.call('ZSCORE', QUEUE, token) then
-  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', QUEUE) > 0 then
+  if not writer_holds() and redis.call('ZCARD', QUEUE) > 0 then
     hand_off()
   end
   return {5}
 end
 
--- One key, one use: a mutex, or a semaphore of one limit, with waiters of the same.
+-- One key, one use: a mutex (or a shared lock: readers and writers), or a semaphore of one
+-- limit, with waiters of the same.
+local function family(l)
+  if l <= 1 then
+    return 1
+  end
+  return l
+end
 local use
-if limit == 1 then
-  if redis.call('ZCARD', SLOTS) > 0 then
+local stored = tonumber(redis.call('HGET', HOLDERS, 'limit') or '')
+if limit <= 1 then
+  if redis.call('ZCARD', SLOTS) > 0 and stored ~= 0 then
     use = 'semaphore'
   end
-elseif redis.call('EXISTS', LOCK) == 1 then
+elseif writer_holds() then
   use = 'mutex'
-else
-  local stored = redis.call('HGET', HOLDERS, 'limit')
-  if stored and tonumber(stored) ~= limit then
-    use = 'semaphore'
-  end
+elseif stored == 0 and redis.call('ZCARD', SLOTS) > 0 then
+  use = 'shared'
+elseif stored and stored ~= limit then
+  use = 'semaphore'
 end
 if use then
   local view = holders_view()
@@ -116,21 +137,36 @@ end
 local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
 if head then
   local theirs = tonumber(waiter_info(head).limit or '1') or limit
-  if theirs ~= limit then
+  if family(theirs) ~= family(limit) then
     return {4, 'queue', theirs, redis.call('ZCARD', QUEUE), flat(redis.call('HGET', WAITERS, head))}
   end
 end
 
--- Take it if it is free and nobody waits before us (see ahead_of for waiters that poll).
+-- Take it if it is free and nobody waits before us (see ahead_of for waiters that poll, and
+-- ahead_for_reader for readers).
 local position = redis.call('ZRANK', QUEUE, token)
 local waiting = redis.call('ZCARD', QUEUE)
 local polls = info.polls == '1'
-if limit == 1 then
-  if redis.call('EXISTS', LOCK) == 0 then
-    if ahead_of(position, waiting, polls) == 0 then
+if shared then
+  -- A reader: no writer holds it, and no writer waits before us (readers before us are
+  -- admitted with us, by the hand-off).
+  if not writer_holds() then
+    if ahead_for_reader(position, waiting) == 0 then
+      local fence = grant_slot(token, claim, 0, info)
+      hand_off()
+      return {1, fence}
+    end
+    hand_off()
+  end
+elseif limit == 1 then
+  if not writer_holds() then
+    if redis.call('ZCARD', SLOTS) > 0 then
+      -- Readers hold it: the last to leave hands it on.
+    elseif ahead_of(position, waiting, polls) == 0 then
       return {1, grant_mutex(token, claim, info)}
     end
-    -- Free, with others first in line (a holder or a handed-to waiter vanished): hand it on.
+    -- Free, with others first in line (a holder or a handed-to waiter vanished), or held by
+    -- readers with readers first in line: hand it on.
     hand_off()
   end
 else
@@ -183,7 +219,8 @@ redis.call('ZADD', ALIVE, int(NOW + place), token)
 -- A lock cooling down after a run (ended_at) has no command left to stop.
 if mode == 'replace' then
   local holder = redis.call('GET', LOCK)
-  if holder and holder ~= token and not redis.call('HGET', OWNER, 'ended_at') then
+  if holder and holder ~= token and holder ~= SHARED
+    and not redis.call('HGET', OWNER, 'ended_at') then
     redis.call('HSET', OWNER, 'replaced_by', redis.call('HGET', WAITERS, token))
     wake(holder, 'replaced')
   end

@@ -1,17 +1,21 @@
 -- distlock: what every script shares (each script is this file followed by its own body).
 --
 -- The keys of one lock, all under its hash tag P{K} (so one Cluster slot holds them all):
---   P{K}             the mutex: a string holding the holder's token, PX expiry
+--   P{K}             the mutex: a string holding the holder's token, PX expiry; while a shared
+--                    lock has readers, the string SHARED (below, never a token) instead, so
+--                    that other clients' locks on the key (redis-py, node-redlock) and
+--                    readers exclude each other
 --   P{K}:owner       hash: the mutex holder's metadata, same expiry (fields below)
 --   P{K}:fence       string: the last number handed out (fences and queue tickets); no expiry
 --   P{K}:queue       zset: waiter token -> ticket (the order of the line)
 --   P{K}:waiters     hash: waiter token -> JSON metadata (host, pid, ..., since, limit)
 --   P{K}:alive       zset: waiter token -> deadline of its place (server ms)
---   P{K}:slots       zset: semaphore holder token -> expiry (server ms)
---   P{K}:holders     hash: 'limit' -> N, semaphore holder token -> JSON metadata
+--   P{K}:slots       zset: semaphore holder (or reader) token -> expiry (server ms)
+--   P{K}:holders     hash: 'limit' -> N (0: a shared lock's readers), holder token -> JSON
 --   P{K}:superseded  hash: token of a waiter cancelled by --supersede -> JSON of who did it
---   P{K}:protocol    string: the key layout's version, written only by a newer, incompatible
---                    layout (absent means 1; see protocol.lua)
+--   P{K}:protocol    string: the key layout's version: '2' while a shared lock has readers
+--                    (so that a distlock of protocol 1 refuses it), absent otherwise (see
+--                    protocol.lua)
 --   P{K}:history     stream: the lock's events, only once a history was asked for
 --   P{K}:history:held  hash: the current holds the history knows (see history.lua)
 --   P{K}:wake:TOKEN  list: that waiter's doorbell, for a waiter that waits on it (wake = 'list'
@@ -44,6 +48,21 @@ local LOCK = string.match(KEYS[1], '^(.*})')
 local OWNER, FENCE, QUEUE, WAITERS, ALIVE, SLOTS, HOLDERS, SUPERSEDED =
   LOCK .. ':owner', LOCK .. ':fence', LOCK .. ':queue', LOCK .. ':waiters', LOCK .. ':alive',
   LOCK .. ':slots', LOCK .. ':holders', LOCK .. ':superseded'
+local PROTOCOL = LOCK .. ':protocol'
+
+-- Shared (reader/writer) locks. A reader (metadata mode = 'shared', limit 0) holds a slot of
+-- limit 0 (no index); a writer holds the mutex. Readers hold a key together, a writer alone;
+-- the line is FIFO across modes (see ahead_for_reader and hand_off). While readers exist the
+-- mutex key holds SHARED, expiring a second after the latest reader's slot, and P{K}:protocol
+-- holds '2' with the same expiry (see mark_shared).
+local SHARED = 'distlock:shared'
+
+-- Whether the mutex is held: by a writer, or by another client's lock on the key (not the
+-- readers' SHARED).
+local function writer_holds()
+  local v = redis.call('GET', LOCK)
+  return v ~= false and v ~= SHARED
+end
 
 -- Time is the server's (TIME), never a client's: waiter places and semaphore slots expire by
 -- it. Lua numbers are doubles: integers stay exact up to 2^53 (the clock in microseconds is
@@ -127,7 +146,32 @@ local function purge_waiters()
   end
 end
 
--- Forget semaphore holders whose slot expired; a semaphore without holders forgets its limit.
+-- While a shared lock has readers, the mutex key holds SHARED and P{K}:protocol '2', both
+-- expiring a second after the latest reader's slot (never overwriting another client's lock);
+-- without readers, neither. Called after every change to the readers' slots.
+local function mark_shared()
+  local last = redis.call('ZRANGE', SLOTS, -1, -1, 'WITHSCORES')[2]
+  if last and redis.call('HGET', HOLDERS, 'limit') == '0' then
+    local at = int(tonumber(last) + 1000)
+    local v = redis.call('GET', LOCK)
+    if v == false or v == SHARED then
+      redis.call('SET', LOCK, SHARED)
+      redis.call('PEXPIREAT', LOCK, at)
+    end
+    redis.call('SET', PROTOCOL, '2')
+    redis.call('PEXPIREAT', PROTOCOL, at)
+  else
+    if redis.call('GET', LOCK) == SHARED then
+      redis.call('DEL', LOCK)
+    end
+    if redis.call('GET', PROTOCOL) == '2' then
+      redis.call('DEL', PROTOCOL)
+    end
+  end
+end
+
+-- Forget semaphore holders (and readers) whose slot expired; a semaphore without holders
+-- forgets its limit, a shared lock without readers its marks.
 local function purge_slots()
   for _, token in ipairs(redis.call('ZRANGEBYSCORE', SLOTS, '-inf', int(NOW))) do
     redis.call('ZREM', SLOTS, token)
@@ -135,6 +179,7 @@ local function purge_slots()
   end
   if redis.call('ZCARD', SLOTS) == 0 then
     redis.call('DEL', HOLDERS)
+    mark_shared()
   end
 end
 
@@ -208,7 +253,8 @@ local function free_slot(limit)
 end
 
 -- Grant a semaphore slot of LIMIT to TOKEN for MS with metadata INFO, return its fence and its
--- slot index, the lowest free one (HANDED: as for the mutex, a field of the holder's JSON).
+-- slot index, the lowest free one, or nil for a reader (LIMIT 0) (HANDED: as for the mutex, a
+-- field of the holder's JSON).
 local function grant_slot(token, ms, limit, info, handed)
   local fence = next_number()
   local held = {}
@@ -217,10 +263,14 @@ local function grant_slot(token, ms, limit, info, handed)
       held[k] = v
     end
   end
-  local slot = free_slot(limit)
+  -- (A reader, of limit 0, has no index.)
+  local slot
+  if limit > 0 then
+    slot = free_slot(limit)
+  end
   held.acquired_at = int(NOW)
   held.fence = int(fence)
-  held.slot = tostring(slot)
+  held.slot = slot and tostring(slot)
   held.limit = nil
   if handed then
     held.handed = '1'
@@ -228,6 +278,9 @@ local function grant_slot(token, ms, limit, info, handed)
   redis.call('ZADD', SLOTS, int(NOW + ms), token)
   redis.call('HSET', HOLDERS, 'limit', tostring(limit), token, cjson.encode(held))
   expire_with(SLOTS, {SLOTS, HOLDERS})
+  if limit == 0 then
+    mark_shared()
+  end
   h_acquired(token, fence, slot, info, redis.call('HGET', WAITERS, token), handed)
   leave_queue(token)
   return fence, slot
@@ -264,6 +317,24 @@ local function ahead_of(position, waiting, polls)
   return count
 end
 
+-- How many waiters a reader (of a shared lock) must let go first: the writers before it in line,
+-- whatever their wait mode (a reader never passes a writer that joined before it); readers
+-- before it do not count (they are admitted with it: see hand_off). Past 64 waiters before
+-- it, all are counted (hand_off then admits it, with the readers before it).
+local function ahead_for_reader(position, waiting)
+  local before = position or waiting
+  if before == 0 or before > 64 then
+    return before
+  end
+  local count = 0
+  for _, t in ipairs(redis.call('ZRANGE', QUEUE, 0, before - 1)) do
+    if waiter_info(t).limit ~= '0' then
+      count = count + 1
+    end
+  end
+  return count
+end
+
 -- The lock is (partly) free: hand it to the waiters first in line, directly, and wake only
 -- them. A waiter that does not take it up (an attempt of its own, which sets the expiry to its
 -- claim) within its takeup_ms loses it when that expires. A waiter that polls is not handed
@@ -271,35 +342,56 @@ end
 -- waiters that poll, and the others behind it wait.
 local function hand_off()
   purge_waiters()
-  while true do
-    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+  purge_slots()
+  local skipped = 0
+  for _ = 1, 1000 do
+    local head = redis.call('ZRANGE', QUEUE, skipped, skipped)[1]
     if not head then
       break
     end
     local info = waiter_info(head)
-    if info.polls == '1' then
-      break
-    end
     local limit = tonumber(info.limit or '1') or 1
     local takeup = tonumber(info.takeup_ms or '5000') or 5000
-    if limit == 1 then
-      if redis.call('EXISTS', LOCK) == 1 or redis.call('ZCARD', SLOTS) > 0 then
+    local grant = true
+    if limit == 0 then
+      -- A reader: admitted unless a writer holds, with every reader after it up to the next
+      -- writer in line (a batch). A reader that polls is skipped (it takes its slot at its
+      -- next poll), not waited for: readers do not exclude each other.
+      if writer_holds() or (redis.call('HGET', HOLDERS, 'limit') or '0') ~= '0' then
         break
       end
-      grant_mutex(head, takeup, info, true)
+      if info.polls == '1' then
+        skipped = skipped + 1
+        grant = false
+      else
+        grant_slot(head, takeup, 0, info, true)
+      end
     else
-      purge_slots()
-      local stored = tonumber(redis.call('HGET', HOLDERS, 'limit') or tostring(limit))
-      if redis.call('EXISTS', LOCK) == 1 or stored ~= limit
-        or redis.call('ZCARD', SLOTS) >= limit then
+      -- A writer or a semaphore waiter: never past a reader before it that polls.
+      if info.polls == '1' or skipped > 0 then
         break
       end
-      grant_slot(head, takeup, limit, info, true)
+      local blocked
+      if limit == 1 then
+        blocked = writer_holds() or redis.call('ZCARD', SLOTS) > 0
+      else
+        local stored = tonumber(redis.call('HGET', HOLDERS, 'limit') or tostring(limit))
+        blocked = writer_holds() or stored ~= limit or redis.call('ZCARD', SLOTS) >= limit
+      end
+      if blocked then
+        break
+      elseif limit == 1 then
+        grant_mutex(head, takeup, info, true)
+      else
+        grant_slot(head, takeup, limit, info, true)
+      end
     end
-    wake(head, 'granted', info)
+    if grant then
+      wake(head, 'granted', info)
+    end
   end
   expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})
-  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', SLOTS) == 0 then
+  if not writer_holds() and redis.call('ZCARD', SLOTS) == 0 then
     redis.call('PUBLISH', LOCK .. ':released', 'released')
   end
 end
@@ -329,6 +421,9 @@ end
 -- Release TOKEN's mutex or slot, and hand the lock on. Returns 1 if it held one, else 0.
 -- SUCCEEDED: the work done under the lock succeeded, so a mutex cools down (see cool_down).
 local function release(token, succeeded)
+  if token == SHARED then
+    return 0
+  end
   if redis.call('GET', LOCK) == token then
     h_released(token)
     if succeeded and cool_down() then
@@ -343,6 +438,7 @@ local function release(token, succeeded)
     redis.call('HDEL', HOLDERS, token)
     purge_slots()
     expire_with(SLOTS, {SLOTS, HOLDERS})
+    mark_shared()
   else
     return 0
   end
@@ -351,19 +447,26 @@ local function release(token, succeeded)
 end
 
 -- What a waiter learns about the holders: {pttl, holder metadata (flat), holders, limit}, where
--- pttl is the mutex holder's remaining time (-1: no expiry) or the soonest slot expiry.
+-- pttl is the mutex holder's remaining time (-1: no expiry) or the soonest slot expiry; for a
+-- shared lock's readers (limit 0), the latest (when the last reader's lease ends unless
+-- renewed), with that reader's metadata.
 local function holders_view()
-  if redis.call('EXISTS', LOCK) == 1 then
+  if writer_holds() then
     return {redis.call('PTTL', LOCK), redis.call('HGETALL', OWNER), 1, 1}
   end
   purge_slots()
-  local first = redis.call('ZRANGE', SLOTS, 0, 0, 'WITHSCORES')
+  local limit = tonumber(redis.call('HGET', HOLDERS, 'limit') or '0')
+  local which = 0
+  if limit == 0 then
+    which = -1
+  end
+  local first = redis.call('ZRANGE', SLOTS, which, which, 'WITHSCORES')
   if first[1] then
     return {
       math.max(tonumber(first[2]) - NOW, 0),
       flat(redis.call('HGET', HOLDERS, first[1])),
       redis.call('ZCARD', SLOTS),
-      tonumber(redis.call('HGET', HOLDERS, 'limit') or '0'),
+      limit,
     }
   end
   return {-2, {}, 0, 0}

@@ -2,13 +2,14 @@
 -- Returns {now_ms, mutex, slots, limit, waiters, last_number} where
 --   mutex   = {token, pttl, metadata} or {} when no mutex is held,
 --   slots   = {token, remaining_ms, metadata, ...} for live semaphore holders (soonest first),
---   limit   = the semaphore's limit (0 when none),
+--   limit   = the semaphore's limit (0 when none, and for a shared lock's readers, whose
+--             metadata says mode = 'shared'),
 --   waiters = {token, ticket, metadata, ...} for waiters whose place is alive, first in line first,
 --   last_number = the last fence or ticket handed out (0 when none),
 -- metadata being flat field/value arrays.
 local mutex = {}
 local holder = redis.call('GET', LOCK)
-if holder then
+if holder and holder ~= SHARED then
   mutex = {holder, redis.call('PTTL', LOCK), redis.call('HGETALL', OWNER)}
 end
 local slots = {}

@@ -32,7 +32,7 @@ local released = release(ARGV[1], ARGV[2] == '1')
 if released == 0 then
   -- It may have been first in line for a free lock: the next one is now.
   purge_slots()
-  if redis.call('EXISTS', LOCK) == 0 and redis.call('ZCARD', QUEUE) > 0 then
+  if not writer_holds() and redis.call('ZCARD', QUEUE) > 0 then
     hand_off()
   end
   expire_with(ALIVE, {QUEUE, WAITERS, ALIVE})

@@ -6,7 +6,9 @@
 -- shares a node with this one, hands out a larger fence).
 -- KEYS: what the renewal touches, so that it goes through a Cluster slot migration (see
 -- common.lua): P{K} and P{K}:owner to renew a mutex, P{K}:slots and P{K}:holders to renew a
--- semaphore slot, each followed by P{K}:fence when ARGV[3] is given; or all the keys of the
+-- semaphore slot (a shared lock's reader: P{K}:slots, P{K}:holders, P{K} and P{K}:protocol,
+-- whose marks follow its slot, see mark_shared in common.lua), each followed by P{K}:fence
+-- when ARGV[3] is given; or all the keys of the
 -- lock, for a caller that does not know which it holds (the mutex is tried, then the slot).
 -- Returns {1, ttl_ms} (the expiry applied) when extended, and {1, ttl_ms, replacer} when a
 -- newer run asked the mutex holder to stop (--replace; replacer: its JSON metadata); {0} when
@@ -17,6 +19,14 @@ local function raise_fence()
   if ARGV[3] and tonumber(redis.call('GET', FENCE) or '0') < tonumber(ARGV[3]) then
     redis.call('SET', FENCE, ARGV[3])
   end
+end
+-- (The readers' mark in the mutex key is nobody's token.)
+if token == SHARED then
+  return {0}
+end
+local declared = {}
+for _, key in ipairs(KEYS) do
+  declared[key] = true
 end
 if KEYS[1] == LOCK then
   if redis.call('GET', LOCK) == token then
@@ -44,6 +54,9 @@ if slot and tonumber(slot) > NOW then
   end
   redis.call('ZADD', SLOTS, int(NOW + tonumber(ttl)), token)
   expire_with(SLOTS, {SLOTS, HOLDERS})
+  if declared[LOCK] and declared[PROTOCOL] then
+    mark_shared()
+  end
   raise_fence()
   return {1, tonumber(ttl)}
 end

@@ -22,6 +22,13 @@ impl View<'_> {
             fence: first.and_then(|h| h.fence),
             cooldown: first.and_then(|h| self.cooldown_json(h)),
             limit: self.limit,
+            mode: if self.is_shared() {
+                Some("shared")
+            } else if first.is_some() {
+                self.mode_of(1)
+            } else {
+                None
+            },
             holders: self
                 .holders
                 .iter()
@@ -44,6 +51,7 @@ impl View<'_> {
                     waited_ms: waiting.waited.map(millis),
                     since: waiting.waited.and_then(|d| self.since(d)),
                     limit: waiting.limit,
+                    mode: self.mode_of(waiting.limit),
                     holder: waiting.holder.as_deref().map(holder_json),
                 })
                 .collect(),
@@ -123,8 +131,12 @@ pub struct LockJson<'a> {
     /// otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     cooldown: Option<CooldownJson>,
-    /// 1 for a mutex, N for a semaphore, 0 when free.
+    /// 1 for a mutex, N for a semaphore, 0 when free or held shared.
     limit: u32,
+    /// A shared lock's only (held shared, or with readers in line): `shared` while readers
+    /// hold it, `exclusive` while a writer does; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
     /// Every holder, oldest grant first.
     holders: Vec<HeldJson<'a>>,
     /// Every waiter, first in line first.
@@ -199,6 +211,9 @@ struct WaitingJson<'a> {
     waited_ms: Option<u64>,
     since: Option<String>,
     limit: u32,
+    /// In a shared lock: `shared` or `exclusive`; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
     holder: Option<HolderJson<'a>>,
 }
 

@@ -132,7 +132,28 @@ impl<'a> View<'a> {
 
     /// Whether the lock is a counting semaphore (several slots).
     pub fn is_semaphore(&self) -> bool {
-        self.limit > 1 || self.holders.len() > 1
+        !self.is_shared() && (self.limit > 1 || self.holders.len() > 1)
+    }
+
+    /// Whether the lock is held shared (`--shared`: readers, limit 0).
+    pub fn is_shared(&self) -> bool {
+        self.limit == 0 && !self.holders.is_empty()
+    }
+
+    /// Whether the lock is a shared lock (readers hold it or wait for it): its holders and
+    /// waiters then say their mode.
+    pub fn shared_family(&self) -> bool {
+        self.is_shared() || self.waiters.iter().any(|w| w.limit == 0)
+    }
+
+    /// The mode of a holder or waiter of `limit` in a shared lock (`None` elsewhere).
+    pub fn mode_of(&self, limit: u32) -> Option<&'static str> {
+        match limit {
+            _ if !self.shared_family() => None,
+            0 => Some("shared"),
+            1 => Some("exclusive"),
+            _ => None,
+        }
     }
 
     /// The ids of every holder, for messages:

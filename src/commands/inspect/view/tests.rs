@@ -261,21 +261,21 @@ fn text_from_redis_cannot_forge_lines() {
 #[test]
 fn a_lock_of_a_newer_protocol_is_named_for_what_it_is() {
     let lock = crate::lock::NewerLock {
-        name: LockName::new("distlock:", "v2"),
-        protocol: "2".into(),
+        name: LockName::new("distlock:", "v3"),
+        protocol: "3".into(),
     };
     let row = newer_row(&lock);
-    assert_eq!(row[..5], ["v2", "(protocol 2)", "?", "?", "?"]);
+    assert_eq!(row[..5], ["v3", "(protocol 3)", "?", "?", "?"]);
     assert!(
-        row[5].starts_with("a lock of protocol 2; this distlock (")
-            && row[5].ends_with("speaks protocol 1: upgrade distlock to manage it"),
+        row[5].starts_with("a lock of protocol 3; this distlock (")
+            && row[5].ends_with("speaks protocol 2: upgrade distlock to manage it"),
         "{}",
         row[5]
     );
     let json = serde_json::to_value(newer_json(&lock)).unwrap();
-    assert_eq!(json["key"], "v2");
-    assert_eq!(json["redis_key"], "distlock:{v2}");
-    assert_eq!(json["protocol"], "2");
+    assert_eq!(json["key"], "v3");
+    assert_eq!(json["redis_key"], "distlock:{v3}");
+    assert_eq!(json["protocol"], "3");
     assert_eq!(json["error"], row[5]);
     assert_eq!(json.as_object().unwrap().len(), 4, "{json}");
 }

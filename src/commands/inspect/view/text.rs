@@ -13,6 +13,20 @@ impl View<'_> {
         }
         let mut text = match (self.holders.as_slice(), self.is_semaphore()) {
             ([], _) => format!("lock {key} is free\n"),
+            (holders, _) if self.is_shared() => {
+                let mut text = format!(
+                    "lock {key} is held shared by {} (readers: --shared)\n",
+                    holders.len()
+                );
+                for shown in holders {
+                    text.push('\n');
+                    self.holder_rows(&mut text, shown, true);
+                }
+                if !self.waiters.is_empty() {
+                    text.push('\n');
+                }
+                text
+            }
             ([only], false) if only.held.cooldown.is_some() => {
                 // Kept taken after a run that succeeded: nobody may take it until it expires.
                 let mut text = format!("lock {key} is cooling down (it ran recently)\n");
@@ -208,6 +222,9 @@ impl View<'_> {
             }
             None => "an unnamed waiter".to_owned(),
         };
+        if let Some(mode) = self.mode_of(waiting.limit) {
+            line.push_str(&format!(" ({mode})"));
+        }
         if let Some(waited) = waiting.waited {
             line.push_str(&format!(", waiting for {}", crate::text::duration(waited)));
             if let Some(since) = self.since(waited) {
@@ -254,6 +271,8 @@ impl View<'_> {
         };
         if self.is_semaphore() {
             who = format!("{}/{} {who}", self.holders.len(), self.limit);
+        } else if self.is_shared() {
+            who = format!("shared×{} {who}", self.holders.len());
         }
         [
             self.name.key().to_owned(),

@@ -42,6 +42,8 @@ pub enum Sometimes {
     RefreshAfterAnotherStep,
     /// A refresh ran after its waiter gave up, and found no place.
     LateRefreshNoPlace,
+    /// One script handed a shared lock to two readers or more (a batch).
+    BatchHandOff,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
@@ -87,6 +89,15 @@ fn zset(v: &BTreeMap<String, Entry>, key: &str) -> BTreeMap<String, f64> {
     }
 }
 
+/// What a shared lock's readers keep in the mutex key (common.lua `SHARED`): nobody's token.
+const SHARED: &str = "distlock:shared";
+
+/// A writer (or another client) holds the mutex: the key holds something else than the
+/// readers' mark.
+fn writer_holds(v: &BTreeMap<String, Entry>) -> bool {
+    string(v, "").is_some_and(|t| t != SHARED)
+}
+
 fn json_field(json: &str, field: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(json).ok()?;
     value.get(field)?.as_str().map(str::to_owned)
@@ -95,7 +106,7 @@ fn json_field(json: &str, field: &str) -> Option<String> {
 /// The grants in a keyspace: (token, fence) of the mutex holder or of each live slot.
 fn holders(v: &BTreeMap<String, Entry>, now: u64) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    if let Some(token) = string(v, "") {
+    if let Some(token) = string(v, "").filter(|t| t != SHARED) {
         let fence = hash(v, ":owner")
             .get("fence")
             .and_then(|f| f.parse().ok())
@@ -104,7 +115,9 @@ fn holders(v: &BTreeMap<String, Entry>, now: u64) -> Vec<(String, u64)> {
     }
     let held = hash(v, ":holders");
     for (token, score) in zset(v, ":slots") {
-        if score as u64 >= now {
+        // (A slot whose score is now has expired: the scripts purge it, common.lua
+        // `purge_slots`.)
+        if score as u64 > now {
             let fence = held
                 .get(&token)
                 .and_then(|j| json_field(j, "fence"))
@@ -178,7 +191,9 @@ pub fn after_exec(
 
     // Fences: a new grant's fence is above every earlier one; a grant seen again keeps its own.
     let held_before: Vec<String> = holders(&b, now).into_iter().map(|(t, _)| t).collect();
-    let held_after = holders(&a, now);
+    // (In the order of their fences: one hand-off may grant a batch of readers.)
+    let mut held_after = holders(&a, now);
+    held_after.sort_by_key(|(_, fence)| *fence);
     let mut granted = Vec::new();
     for (t, fence) in &held_after {
         if s.grants.contains(&(t.clone(), *fence)) {
@@ -241,6 +256,9 @@ pub fn after_exec(
     if held_after.len() >= 2 {
         world.reached.insert(Sometimes::TwoHolders);
     }
+    if granted.iter().filter(|t| handed_now.contains(*t)).count() >= 2 {
+        world.reached.insert(Sometimes::BatchHandOff);
+    }
 
     // FIFO: nobody is granted the lock while a live waiter that does not poll and joined
     // before it stays in line.
@@ -248,6 +266,38 @@ pub fn after_exec(
     let queue = zset(&a, ":queue");
     let alive = zset(&a, ":alive");
     let waiters = hash(&a, ":waiters");
+    // Shared locks: a writer is never passed by a reader that joined after it, whatever the
+    // writer's wait mode (one that polls included: acquire.lua `ahead_for_reader`).
+    if world.config.shared() {
+        for (t, _) in &held_after {
+            if held_before.contains(t) {
+                continue;
+            }
+            let reader = s
+                .clients
+                .iter()
+                .position(|c| &c.token == t)
+                .is_some_and(|j| world.config.clients[j].limit == 0);
+            if !reader {
+                continue;
+            }
+            let ticket = queue_before.get(t).copied().unwrap_or(f64::INFINITY);
+            for (u, &their) in &queue {
+                let writer = waiters
+                    .get(u)
+                    .and_then(|j| json_field(j, "limit"))
+                    .is_some_and(|l| l != "0");
+                if writer && their < ticket && alive.get(u).is_some_and(|&d| d as u64 >= now) {
+                    return fail(
+                        "a writer is never passed by a later reader",
+                        format!(
+                            "reader {t} was granted the lock while writer {u}, before it in line, waits"
+                        ),
+                    );
+                }
+            }
+        }
+    }
     for (t, _) in &held_after {
         if held_before.contains(t) {
             continue;
@@ -311,7 +361,7 @@ pub fn after_exec(
             );
         }
     }
-    if a.contains_key("") && !zset(&a, ":slots").is_empty() {
+    if writer_holds(&a) && !zset(&a, ":slots").is_empty() {
         return fail(
             "the line is well-formed",
             "a mutex and semaphore slots at once".into(),
@@ -327,7 +377,18 @@ pub fn after_exec(
         .map(|(t, _)| t.clone());
     // (A refresh that finds no place, {5}, hands a free lock on too: C7 found one that did not,
     // see docs/verification.md.)
-    if matches!(req.kind, Kind::Acquire(_) | Kind::Release { .. })
+    if world.config.shared() && matches!(req.kind, Kind::Acquire(_) | Kind::Release { .. }) {
+        if let Some(w) = unserved(&a, &queue, &alive, &waiters, now) {
+            return fail(
+                "readers at the head are admitted together",
+                format!(
+                    "after {token}'s {:?}, {w} waits in line with only readers that poll before \
+                     it, and could be admitted",
+                    req.kind
+                ),
+            );
+        }
+    } else if matches!(req.kind, Kind::Acquire(_) | Kind::Release { .. })
         && !a.contains_key("")
         && zset(&a, ":slots").len() < world.config.limit() as usize
         && let Some(h) = head
@@ -348,7 +409,7 @@ pub fn after_exec(
     // Only a holder changes its own lock: a renewal or release by `token` leaves another
     // holder's mutex (value and expiry) and live slots as they were.
     if matches!(req.kind, Kind::Renew | Kind::Release { .. }) {
-        if let Some(other) = string(&b, "")
+        if let Some(other) = string(&b, "").filter(|o| o != SHARED)
             && other != token
             && (b.get("") != a.get("") || b.get(":owner") != a.get(":owner"))
         {
@@ -373,6 +434,40 @@ pub fn after_exec(
         }
     }
     Ok(())
+}
+
+/// A shared lock's waiter that should hold it: walking the line from its head past readers that
+/// poll (common.lua `hand_off` skips them), the first other waiter, if it is a reader and no
+/// writer holds, or a writer while nobody holds and no reader was skipped.
+fn unserved(
+    a: &BTreeMap<String, Entry>,
+    queue: &BTreeMap<String, f64>,
+    alive: &BTreeMap<String, f64>,
+    waiters: &BTreeMap<String, String>,
+    now: u64,
+) -> Option<String> {
+    let mut line: Vec<(&String, &f64)> = queue.iter().collect();
+    line.sort_by(|x, y| x.1.total_cmp(y.1));
+    let mut skipped = false;
+    for (w, _) in line {
+        if alive.get(w).is_none_or(|&d| (d as u64) < now) {
+            continue;
+        }
+        let json = waiters.get(w).map(String::as_str).unwrap_or("{}");
+        let polls = json_field(json, "polls").is_some_and(|p| p == "1");
+        let reader = json_field(json, "limit").is_some_and(|l| l == "0");
+        if reader && polls {
+            skipped = true;
+            continue;
+        }
+        let free = if reader {
+            !writer_holds(a)
+        } else {
+            !polls && !skipped && !writer_holds(a) && zset(a, ":slots").is_empty()
+        };
+        return free.then(|| w.clone());
+    }
+    None
 }
 
 /// Time passed: a handed lock that lapsed (the waiter never took it up), a cool-down that
@@ -541,7 +636,23 @@ pub fn state(world: &mut World, s: &mut State) -> Result<(), Violation> {
             }
         }
     }
-    if holding.len() > world.config.limit() as usize {
+    if world.config.shared() {
+        let writers = holding
+            .iter()
+            .filter(|t| {
+                s.clients
+                    .iter()
+                    .position(|c| &c.token == *t)
+                    .is_some_and(|j| world.config.clients[j].limit != 0)
+            })
+            .count();
+        if writers > 0 && holding.len() > 1 {
+            return fail(
+                "a writer holds alone",
+                format!("{holding:?} all hold the lock, {writers} of them writers"),
+            );
+        }
+    } else if holding.len() > world.config.limit() as usize {
         return fail(
             "at most N holders before their kill deadline",
             format!("{holding:?} all hold the lock"),
@@ -553,7 +664,17 @@ pub fn state(world: &mut World, s: &mut State) -> Result<(), Violation> {
         .iter()
         .min_by(|x, y| x.1.total_cmp(y.1))
         .map(|(t, _)| t.clone());
-    let free = !v.contains_key("") && slots.len() < world.config.limit() as usize;
+    let free = if world.config.shared() {
+        // A reader at the head needs no writer; a writer, nobody.
+        let reader = head
+            .as_ref()
+            .and_then(|h| hash(&v, ":waiters").get(h).cloned())
+            .and_then(|j| json_field(&j, "limit"))
+            .is_some_and(|l| l == "0");
+        !writer_holds(&v) && (reader || slots.is_empty())
+    } else {
+        !v.contains_key("") && slots.len() < world.config.limit() as usize
+    };
     let live_head = head.and_then(|h| {
         let j = s.clients.iter().position(|c| c.token == h)?;
         let c = &s.clients[j];

@@ -76,7 +76,7 @@ impl Mode {
 /// What one client does: one wait, one hold, one release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientSpec {
-    /// 1: a mutex; N: a semaphore of N.
+    /// 1: a mutex (a shared lock's writer); N: a semaphore of N; 0: a shared lock's reader.
     pub limit: u32,
     /// Spin mode (polls, is never handed the lock) instead of notify.
     pub polls: bool,
@@ -165,9 +165,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// The most holders at once.
+    /// The most holders at once (a shared lock's readers, limit 0, are not counted: see
+    /// [`Config::shared`]).
     pub fn limit(&self) -> u32 {
         self.clients.iter().map(|c| c.limit).max().unwrap_or(1)
+    }
+
+    /// Some clients are readers of a shared lock (limit 0; the others its writers, limit 1).
+    pub fn shared(&self) -> bool {
+        self.clients.iter().any(|c| c.limit == 0)
     }
 
     fn deadlines(&self) -> Deadlines {
@@ -416,7 +422,7 @@ impl World {
     pub fn new(config: Config, patches: Vec<Patch>) -> Result<World, String> {
         let name = LockName::new("", "k");
         let keys = name.keys().to_vec();
-        if config.symmetry && config.limit() > 1 {
+        if config.symmetry && (config.limit() > 1 || config.shared()) {
             // A waiter's reply names the soonest-expiring slot's holder, ties broken by token:
             // renaming is not a symmetry there (see symmetry.rs).
             return Err(format!("{}: no symmetry reduction with slots", config.name));
@@ -782,10 +788,16 @@ impl World {
             Kind::Renew => {
                 // single.rs `Held::keys`: a mutex renews its key and owner hash, a slot its
                 // slots and holders.
-                let keys = if spec.limit == 1 {
-                    vec![self.keys[0].clone(), self.keys[1].clone()]
-                } else {
-                    vec![self.keys[6].clone(), self.keys[7].clone()]
+                let keys = match spec.limit {
+                    1 => vec![self.keys[0].clone(), self.keys[1].clone()],
+                    // A reader: its slot and the marks that follow it.
+                    0 => vec![
+                        self.keys[6].clone(),
+                        self.keys[7].clone(),
+                        self.keys[0].clone(),
+                        self.keys[9].clone(),
+                    ],
+                    _ => vec![self.keys[6].clone(), self.keys[7].clone()],
                 };
                 (
                     &RENEW,

@@ -260,6 +260,71 @@ pub fn c7c(horizon_ms: u64) -> Config {
     )
 }
 
+/// A shared lock's reader (`--shared`: limit 0): a notified client that joins the line.
+pub fn reader() -> ClientSpec {
+    ClientSpec {
+        limit: 0,
+        ..ClientSpec::mutex()
+    }
+}
+
+/// C8: a shared lock (issue 27): a reader and a writer that start at once, and a second reader
+/// that starts at any instant up to 1 s (so that it may join behind the waiting writer), a
+/// crash (short timing).
+pub fn c8(horizon_ms: u64) -> Config {
+    with(
+        fast(c1(horizon_ms)),
+        "C8 shared: readers and a writer",
+        |c| {
+            c.clients = vec![
+                reader(),
+                ClientSpec::mutex(),
+                ClientSpec {
+                    start_by: 1_000,
+                    ..reader()
+                },
+            ];
+            c.crashes = 1;
+            c.sometimes = vec![
+                Sometimes::TwoHolders,
+                Sometimes::HandOff,
+                Sometimes::Renewed,
+                Sometimes::CrashedHead,
+            ];
+        },
+    )
+}
+
+/// C8b: a writer that starts first, then a reader that polls and a notified reader, which may
+/// join behind the writer in either order; the notified reader may give up (short timing): the
+/// batch after a writer, past a reader that polls.
+pub fn c8b(horizon_ms: u64) -> Config {
+    with(
+        fast(c1(horizon_ms)),
+        "C8b shared: a batch past a polling reader",
+        |c| {
+            c.clients = vec![
+                ClientSpec::mutex(),
+                ClientSpec {
+                    polls: true,
+                    start_by: 300,
+                    ..reader()
+                },
+                ClientSpec {
+                    start_by: 300,
+                    give_up: true,
+                    ..reader()
+                },
+            ];
+            c.sometimes = vec![
+                Sometimes::TwoHolders,
+                Sometimes::HandOff,
+                Sometimes::PollingGrant,
+            ];
+        },
+    )
+}
+
 /// C2 with two clients, for `cargo test` and the mutants.
 pub fn c2_two(horizon_ms: u64) -> Config {
     with(
@@ -336,6 +401,20 @@ fn c7c_small() {
 const HORIZON_C7B_SMALL: u64 = 2_500;
 const HORIZON_C7C_SMALL: u64 = 3_000;
 
+/// The small bounds of C8 and C8b.
+const HORIZON_C8_SMALL: u64 = 3_000;
+const HORIZON_C8B_SMALL: u64 = 3_000;
+
+#[test]
+fn c8_small() {
+    run(c8(HORIZON_C8_SMALL));
+}
+
+#[test]
+fn c8b_small() {
+    run(c8b(HORIZON_C8B_SMALL));
+}
+
 #[test]
 fn c6_small() {
     run(c6(12_000));
@@ -396,6 +475,38 @@ pub fn mutants() -> Vec<Mutant> {
                   if redis.call('HGET', OWNER, 'handed') then",
             config: || c7b(HORIZON_C7B_SMALL),
             killed_by: Some("fences strictly increase per grant"),
+        },
+        Mutant {
+            id: "S1",
+            what: "a hand-off that admits a reader past a waiting writer",
+            old: "      if blocked then\n        break\n",
+            new: "      if blocked then\n        skipped = skipped + 1\n        grant = false\n",
+            config: || c8(HORIZON_C8_SMALL),
+            killed_by: Some("a writer is never passed by a later reader"),
+        },
+        Mutant {
+            id: "S2",
+            what: "an exclusive grant that forgets ZCARD(SLOTS) == 0",
+            old: "    if redis.call('ZCARD', SLOTS) > 0 then\n      -- Readers hold it",
+            new: "    if false then\n      -- Readers hold it",
+            config: || c8(HORIZON_C8_SMALL),
+            killed_by: Some("the line is well-formed"),
+        },
+        Mutant {
+            id: "S3",
+            what: "a batch that stops at the first reader that polls",
+            old: "      if info.polls == '1' then\n        skipped = skipped + 1\n",
+            new: "      if info.polls == '1' then\n        do break end\n",
+            config: || c8b(HORIZON_C8B_SMALL),
+            killed_by: Some("readers at the head are admitted together"),
+        },
+        Mutant {
+            id: "S4",
+            what: "a reader's own attempt that passes a waiting writer",
+            old: "    if waiter_info(t).limit ~= '0' then\n      count = count + 1",
+            new: "    if false then\n      count = count + 1",
+            config: || c8(HORIZON_C8_SMALL),
+            killed_by: Some("a writer is never passed by a later reader"),
         },
         Mutant {
             id: "M1",
@@ -683,6 +794,18 @@ fn c5_full() {
 
 #[test]
 #[ignore = "full bounds: make model-check"]
+fn c8_full() {
+    run(c8(6_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c8b_full() {
+    run(c8b(6_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
 fn c6_full() {
     run(c6(45_000));
 }
@@ -724,6 +847,8 @@ fn one_mutant() {
         Some("c7") => c7(4_000),
         Some("c7b") => c7b(4_000),
         Some("c7c") => c7c(4_000),
+        Some("c8") => c8(HORIZON_C8_SMALL),
+        Some("c8b") => c8b(HORIZON_C8B_SMALL),
         _ => c1(12_000),
     };
     let patches = vec![Patch::new(&old, &new)];
@@ -750,6 +875,8 @@ fn measure() {
         "c7b" => c7b(horizon),
         "c7c" => c7c(horizon),
         "c2_two" => c2_two(horizon),
+        "c8" => c8(horizon),
+        "c8b" => c8b(horizon),
         _ => c2_three(horizon, faults),
     };
     if parts.get(3) == Some(&"nosym") {
