@@ -348,6 +348,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let list = &self.per_key[k];
+            let mut together = 0;
             for (i, &xi) in list.iter().enumerate() {
                 let x = &self.sections[xi];
                 for &yi in &list[i + 1..] {
@@ -356,6 +357,7 @@ impl<'a> Checker<'a> {
                         break;
                     }
                     if self.readers(xi, yi) {
+                        together += 1;
                         continue;
                     }
                     match self.restart_excuse(xi, x, y.start) {
@@ -382,6 +384,18 @@ impl<'a> Checker<'a> {
                         )),
                     }
                 }
+            }
+            if key.rw {
+                let readers = list
+                    .iter()
+                    .filter(|id| self.runs[**id].params.shared)
+                    .count();
+                self.notes.push(format!(
+                    "shared {}: {} sections ({readers} readers, {} writers), {together} pairs of readers ran together",
+                    key.name,
+                    list.len(),
+                    list.len() - readers
+                ));
             }
         }
     }

@@ -4,8 +4,12 @@
 //! method each) and `cs.c` (the critical section). Both variants share all of them: what
 //! differs is a [`Topology`] that the plan, the fault threads and the checker are given.
 //!
-//! Ten contender loops run `distlock run` over and over on four keys — three mutexes and a
-//! semaphore of 3 (`--limit 3`, the same for everyone on it) — while two seeded fault schedules
+//! Ten contender loops run `distlock run` over and over on five keys — three mutexes, a
+//! semaphore of 3 (`--limit 3`, the same for everyone on it) and a shared key (`chaos-rw`:
+//! readers with `--shared`, stamp-only, and writers, a read-modify-write counter) — and one
+//! mutex run in 4 takes a second mutex with it (a lock set, `-k chaos-b -k chaos-a`, typed in
+//! either order; its command is a section on each key, checked against every other section
+//! there) — while two seeded fault schedules
 //! hit the system: one for the server (SIGSTOP/SIGCONT shorter and longer than every TTL,
 //! SIGKILL + restart without persistence, `CLIENT PAUSE ms WRITE`) and one for processes
 //! (SIGKILL of a holder's command, SIGKILL of a distlock, waiting or holding, SIGKILL of a
