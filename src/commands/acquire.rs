@@ -75,7 +75,8 @@ fn acquire_with(
     let mut session = Session::start(lock)?;
     // The lock belongs to whoever called us (a CI step's shell): name that process.
     let parent = nix::unistd::getppid().as_raw().unsigned_abs();
-    let holder = Holder::this_process("acquire", parent, &cmdline(parent), cfg.note.as_deref());
+    let mut holder = Holder::this_process("acquire", parent, &cmdline(parent), cfg.note.as_deref());
+    holder.set = cfg.set_field();
     let grant = match session.take(cfg, &holder, out)? {
         Taken::Granted(grant) => grant,
         Taken::Exit(exit) => return Ok(exit),

@@ -113,6 +113,7 @@ fn pipeline(
         &cfg.argv,
         cfg.take.note.as_deref(),
     );
+    holder.set = cfg.take.set_field();
     holder.warn_after_ms = cfg
         .warn_after
         .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));

@@ -526,3 +526,54 @@ fn acquire_with_an_env_file_then_renew_and_release_every_key() {
         stderr(&out)
     );
 }
+
+#[test]
+fn status_and_list_say_which_key_a_set_still_waits_for() {
+    let redis = Redis::start();
+    let place = one_server(&redis);
+    let dir = Scratch::new();
+    let mut holder = Holder::new(distlock(&redis), &dir, "st-b").hold();
+    let mut set = distlock(&redis)
+        .args([
+            "--history",
+            "1h",
+            "run",
+            "-k",
+            "st-b",
+            "-k",
+            "st-a",
+            "--",
+            "true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_while_running("the set to hold st-a and wait for st-b", &mut set, || {
+        place.held("st-a") && place.in_line("st-b") == 1
+    });
+    let out = run(distlock(&redis).args(["status", "-k", "st-a"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("part of set \"st-a st-b\""), "{text}");
+    assert!(
+        text.contains("for \"st-b\" (1st in line); the command has not started"),
+        "{text}"
+    );
+    let out = run(distlock(&redis).args(["status", "-k", "st-a", "--json"]));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["holder"]["set"], "st-a st-b", "{json}");
+    assert_eq!(json["holders"][0]["set"], "st-a st-b", "{json}");
+    assert_eq!(json["holders"][0]["waiting_for"], "st-b", "{json}");
+    let out = run(distlock(&redis).args(["list"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("(set st-a st-b; waiting for st-b)"), "{text}");
+    holder.release();
+    assert_eq!(holder.finish().status.code(), Some(0));
+    let out = finish(set);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The history records the set with each event.
+    let out = run(distlock(&redis).args(["log", "-k", "st-a", "--json"]));
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(log.contains("\"set\":\"st-a st-b\""), "{log}");
+}
