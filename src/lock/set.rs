@@ -10,8 +10,8 @@
 //!   asks for one): the members below it stay held. It never sleeps; the engine waits.
 //! * **Held keys on the claim.** While the set waits, every attempt first renews the members it
 //!   holds to the short claim (not to `--ttl`), when less than two thirds of it is left: a
-//!   distlock killed while waiting blocks them for one claim at most. The answers the engine
-//!   sleeps on are cut to a third of the claim, so that an attempt comes before they lapse.
+//!   distlock killed while waiting blocks them for one claim at most. The engine attempts
+//!   again within a third of the claim ([`Lock::look_again_within`]), before they lapse.
 //! * **All or nothing.** Granted only with every member; its validity is the earliest of the
 //!   members'. Giving up (busy, `--wait` ran out, a signal, a conflict) gives every member
 //!   back; the key that was busy is [`Lock::busy_key`]. A held member lost while waiting gives
@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Answer, Extended, HolderTtl, Lock, LockName, LockState, Member, NodeFailure, Ownership,
-    Request, Residue, Token, Validity,
+    Answer, Extended, Lock, LockName, LockState, Member, NodeFailure, Ownership, Request, Residue,
+    Token, Validity,
 };
 use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::clock::Moment;
@@ -42,6 +42,8 @@ pub struct LockSet {
     members: Vec<Slot>,
     /// What every handle on this set shares (the renewer's too).
     shared: Arc<Mutex<Shared>>,
+    /// The claim of the last attempt: what held keys are renewed to while waiting.
+    claim: Duration,
 }
 
 /// One member and what the set knows of it.
@@ -87,6 +89,7 @@ impl LockSet {
                 })
                 .collect(),
             shared: Arc::new(Mutex::new(Shared::default())),
+            claim: Duration::ZERO,
         }
     }
 
@@ -177,34 +180,6 @@ impl LockSet {
         residue
     }
 
-    /// Cut how long the engine may sleep on an answer to a third of the claim, while members
-    /// are held (they must be renewed before their claim runs out).
-    fn bounded(&self, answer: Answer, claim: Duration) -> Answer {
-        if !self.members.iter().any(|s| s.held.is_some()) {
-            return answer;
-        }
-        let cap = (claim / 3).max(Duration::from_millis(100));
-        match answer {
-            Answer::Busy(mut holders) => {
-                holders.first.ttl = match holders.first.ttl {
-                    HolderTtl::Expires(d) => HolderTtl::Expires(d.min(cap)),
-                    HolderTtl::Never => HolderTtl::Expires(cap),
-                };
-                Answer::Busy(holders)
-            }
-            Answer::Queued {
-                holders,
-                position,
-                refresh_in,
-            } => Answer::Queued {
-                holders,
-                position,
-                refresh_in: refresh_in.min(cap),
-            },
-            other => other,
-        }
-    }
-
     fn validity(&self) -> Option<Validity> {
         self.members
             .iter()
@@ -254,6 +229,7 @@ impl Lock for LockSet {
         request: &Request<'_>,
         budget: &Budget,
     ) -> Result<Answer, BackendError> {
+        self.claim = request.claim;
         if !self.keep_held(request.token, request.claim, budget)? {
             // A held key was lost while waiting: everything was given back; start again.
             return Ok(Answer::NoPlace);
@@ -285,7 +261,7 @@ impl Lock for LockSet {
                 Answer::Busy(_) | Answer::Queued { .. } => {
                     let name = slot.lock.name().clone();
                     self.note(Some(&name));
-                    return Ok(self.bounded(answer, request.claim));
+                    return Ok(answer);
                 }
                 Answer::Conflict(_) | Answer::Superseded(_) => {
                     // The engine gives nothing back after these: do it here.
@@ -313,6 +289,15 @@ impl Lock for LockSet {
 
     fn give_up(&mut self, token: &Token, claim: Duration, budget: &Budget) -> Residue {
         self.give_back(token, claim, budget)
+    }
+
+    fn look_again_within(&self) -> Option<Duration> {
+        // Held keys are renewed when less than two thirds of the claim is left: an attempt
+        // every third of it keeps them.
+        self.members
+            .iter()
+            .any(|s| s.held.is_some())
+            .then(|| (self.claim / 3).max(Duration::from_millis(100)))
     }
 
     fn holds_part(&self) -> bool {
@@ -427,6 +412,7 @@ impl Lock for LockSet {
                 })
                 .collect(),
             shared: Arc::clone(&self.shared),
+            claim: self.claim,
         })
     }
 
