@@ -353,6 +353,18 @@ fn nested_runs_of_held_keys_reenter() {
         "{}",
         stderr(&out)
     );
+    // So is an acquire of a set under a run that holds any of its keys.
+    let inner = format!(
+        "{bin} acquire -k nest-a -k nest-c --json",
+        bin = env!("CARGO_BIN_EXE_distlock")
+    );
+    let out = run(distlock(&redis).args(["run", "-k", "nest-a", "--", "sh", "-c", &inner]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("acquire of a set cannot reenter"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
