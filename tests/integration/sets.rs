@@ -589,3 +589,46 @@ fn status_and_list_say_which_key_a_set_still_waits_for() {
     let log = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(log.contains("\"set\":\"st-a st-b\""), "{log}");
 }
+
+#[test]
+fn a_signal_or_a_conflict_gives_every_key_back() {
+    let redis = Redis::start();
+    let place = one_server(&redis);
+    let dir = Scratch::new();
+    let mut holder = Holder::new(distlock(&redis), &dir, "sig-b").hold();
+    let mut set = distlock(&redis)
+        .args(["run", "-k", "sig-a", "-k", "sig-b", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_while_running("the set to hold sig-a and wait for sig-b", &mut set, || {
+        place.held("sig-a") && place.in_line("sig-b") == 1
+    });
+    kill(Pid::from_raw(set.id() as i32), Signal::SIGTERM).unwrap();
+    let out = finish(set);
+    assert_eq!(signal_of(&out), Some(libc::SIGTERM), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("every key was given back"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!place.held("sig-a"));
+    assert_eq!(place.in_line("sig-b"), 0);
+    holder.release();
+    assert_eq!(holder.finish().status.code(), Some(0));
+    // sig-b used as a semaphore: the set (a mutex on every key) is refused, 65, naming it.
+    let mut semaphore = Holder::new(distlock(&redis), &dir, "sig-b")
+        .args(&["--limit", "2"])
+        .hold();
+    let out = run(distlock(&redis).args(["run", "-k", "sig-a", "-k", "sig-b", "--", "true"]));
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lock \"sig-b\" is held as a semaphore"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!place.held("sig-a"), "sig-a stayed held after the conflict");
+    semaphore.release();
+    assert_eq!(semaphore.finish().status.code(), Some(0));
+}
