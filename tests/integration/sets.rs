@@ -37,6 +37,15 @@ impl Place<'_> {
         (self.nodes)(key).iter().any(|n| n.exists(&lock_key(key)))
     }
 
+    /// The longest expiry any node has for the lock of `key` (ms; negative when none has it).
+    fn pttl(&self, key: &str) -> i64 {
+        (self.nodes)(key)
+            .iter()
+            .map(|n| n.pttl(&lock_key(key)))
+            .max()
+            .unwrap_or(-2)
+    }
+
     /// How many wait in line for `key` (the most any node counts).
     fn in_line(&self, key: &str) -> i64 {
         (self.nodes)(key)
@@ -227,36 +236,38 @@ fn a_wait_that_runs_out_gives_every_key_back() {
     assert_eq!(holder.finish().status.code(), Some(0));
 }
 
-#[test]
-fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the_claim() {
-    let redis = Redis::start();
-    let place = one_server(&redis);
+/// A distlock SIGKILLed while it holds `a` and waits for `b` (held by another run) blocks `a`
+/// for the claim at most: with `--ttl 3s` the claim is the TTL itself (shorter than the room a
+/// claim needs), 3 s.
+fn killed_while_waiting(place: &Place<'_>, a: &str, b: &str) {
+    // The set takes the lower Redis key first: that is the one it holds while it waits.
+    let (a, b) = if lock_key(a) < lock_key(b) {
+        (a, b)
+    } else {
+        (b, a)
+    };
     let dir = Scratch::new();
-    let mut holder = Holder::new(distlock(&redis), &dir, "kw-b").hold();
-    // --ttl 3s: the claim an attempt sets is the TTL itself (it is shorter than the room a
-    // claim needs), so the first key may stay blocked for 3 s at most.
-    let mut waiter = distlock(&redis)
-        .args([
-            "run", "-k", "kw-a", "-k", "kw-b", "--ttl", "3s", "--", "true",
-        ])
+    let mut holder = Holder::new(place.cmd(), &dir, b).hold();
+    let mut waiter = place
+        .cmd()
+        .args(["run", "-k", a, "-k", b, "--ttl", "3s", "--", "true"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_while_running(
-        "the set to hold kw-a and wait in kw-b's line",
-        &mut waiter,
-        || place.held("kw-a") && place.in_line("kw-b") == 1,
-    );
-    let pttl = redis.pttl(&lock_key("kw-a"));
+    // b is held throughout: a set that holds a waits for b.
+    wait_while_running(&format!("the set to hold {a}"), &mut waiter, || {
+        place.held(a)
+    });
+    let pttl = place.pttl(a);
     assert!(
         pttl > 0 && pttl <= 3000,
-        "kw-a is held for {pttl} ms, not the claim"
+        "{a} is held for {pttl} ms, not the claim"
     );
     kill(Pid::from_raw(waiter.id() as i32), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
     let _ = waiter.wait();
-    wait_until("kw-a to expire", || !place.held("kw-a"));
+    wait_until(&format!("{a} to expire"), || !place.held(a));
     assert!(
         killed.elapsed() <= Duration::from_millis(3200),
         "{:?}",
@@ -264,6 +275,12 @@ fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the
     );
     holder.release();
     assert_eq!(holder.finish().status.code(), Some(0));
+}
+
+#[test]
+fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the_claim() {
+    let redis = Redis::start();
+    killed_while_waiting(&one_server(&redis), "kw-a", "kw-b");
 }
 
 #[test]
@@ -402,7 +419,7 @@ fn what_a_set_cannot_keep_is_refused_before_anything_is_sent() {
 }
 
 #[test]
-fn opposite_orders_and_loss_behind_sentinel() {
+fn opposite_orders_loss_and_a_killed_waiter_behind_sentinel() {
     let topo = Sentinel::start(0);
     let url = topo.url();
     let primary = topo.node(topo.primary());
@@ -412,10 +429,11 @@ fn opposite_orders_and_loss_behind_sentinel() {
     };
     opposite_orders(&place, "sen-a", "sen-b", 5, 1);
     losing_a_key(&place, "sen-a", "sen-b");
+    killed_while_waiting(&place, "sen-a", "sen-b");
 }
 
 #[test]
-fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
+fn opposite_orders_loss_and_a_killed_waiter_on_a_cluster_across_three_primaries() {
     let cluster = Cluster::start(3, 0);
     let url = cluster.seeds_url();
     let keys: Vec<String> = (0..3).map(|i| cluster.key_on(i, "cl")).collect();
@@ -441,6 +459,7 @@ fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
     let (a, b, c) = (&keys[0], &keys[1], &keys[2]);
     opposite_orders(&place, a, c, 5, 1);
     losing_a_key(&place, b, c);
+    killed_while_waiting(&place, a, b);
     // Three keys on three primaries, in both orders.
     let dir = Scratch::new();
     let x = section(&place, &[a, b, c], &dir, "abc");
@@ -453,7 +472,7 @@ fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
 }
 
 #[test]
-fn opposite_orders_and_loss_on_a_redlock() {
+fn opposite_orders_loss_and_a_killed_waiter_on_a_redlock() {
     let nodes = Primaries::start(3);
     let place = Place {
         cmd: Box::new(|| {
@@ -467,6 +486,7 @@ fn opposite_orders_and_loss_on_a_redlock() {
     };
     opposite_orders(&place, "rl-a", "rl-b", 5, 1);
     losing_a_key(&place, "rl-a", "rl-b");
+    killed_while_waiting(&place, "rl-a", "rl-b");
 }
 
 #[test]
