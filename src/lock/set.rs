@@ -40,6 +40,9 @@ type Notify = Box<dyn Fn(Notice) + Send>;
 pub struct LockSet {
     /// In key order.
     members: Vec<Slot>,
+    /// The first member's name (the set's name for messages and the engine); a placeholder
+    /// for a set of no member, which the configuration never builds.
+    name: LockName,
     /// What every handle on this set shares (the renewer's too).
     shared: Arc<Mutex<Shared>>,
     /// The claim of the last attempt: what held keys are renewed to while waiting.
@@ -78,7 +81,11 @@ impl LockSet {
                 .as_bytes()
                 .cmp(b.name().lock_key().as_bytes())
         });
+        let name = members
+            .first()
+            .map_or_else(|| LockName::new("", ""), |m| m.name().clone());
         LockSet {
+            name,
             members: members
                 .into_iter()
                 .map(|lock| Slot {
@@ -113,6 +120,9 @@ impl LockSet {
                 .as_bytes()
                 .cmp(b.lock.name().lock_key().as_bytes())
         });
+        if let Some(first) = slots.first() {
+            set.name = first.lock.name().clone();
+        }
         set.members = slots;
         set
     }
@@ -200,8 +210,7 @@ fn worse(a: Residue, b: Residue) -> Residue {
 
 impl Lock for LockSet {
     fn name(&self) -> &LockName {
-        // Never empty: `new` is given at least one member by `open_set`.
-        self.members[0].lock.name()
+        &self.name
     }
 
     fn describe(&self) -> String {
@@ -278,7 +287,9 @@ impl Lock for LockSet {
             anchor: Moment::now(),
             ttl: Duration::ZERO,
         });
-        let fence = self.members[0].held.map_or(0, |(fence, _)| fence);
+        let fence = (self.members.first())
+            .and_then(|s| s.held)
+            .map_or(0, |(fence, _)| fence);
         Ok(Answer::Granted {
             validity,
             fence,
@@ -305,7 +316,10 @@ impl Lock for LockSet {
     }
 
     fn inspect(&mut self, budget: &Budget) -> Result<LockState, BackendError> {
-        self.members[0].lock.inspect(budget)
+        match self.members.first_mut() {
+            Some(first) => first.lock.inspect(budget),
+            None => Ok(LockState::default()),
+        }
     }
 
     fn holds(&mut self, token: &Token, budget: &Budget) -> Result<Option<u64>, BackendError> {
@@ -401,6 +415,7 @@ impl Lock for LockSet {
 
     fn fresh(&self, timeout: Duration) -> Box<dyn Lock> {
         Box::new(LockSet {
+            name: self.name.clone(),
             members: self
                 .members
                 .iter()
