@@ -131,7 +131,10 @@ pub fn main() -> ! {
         match cfg.command {
             // A copy that only reports its parent's lost lock into the history.
             CommandConfig::Run(run) if let Some(report) = history::take_lost_report() => {
-                history::send_lost(&run.take.topology, &run.take.name, &report);
+                // Into each key's history (a set lost them all: its command was stopped).
+                for name in &run.take.keys {
+                    history::send_lost(&run.take.topology, name, &report);
+                }
                 Ok(Exit::from(exit::Code::Success))
             }
             CommandConfig::Run(run) => commands::run::run(run, out),

@@ -36,7 +36,23 @@ fn acquire_with(
     let timeout = cfg.topology.timeout();
     // A process that already holds this lock (a run around us, or an earlier step's
     // --env-file): hand out what it holds, take nothing.
-    // (A set takes its keys: reentry is for one key.)
+    // A set takes its keys (reentry is for one key), but never one that the run that started
+    // it holds: it would wait for its own parent.
+    if cfg.is_set() {
+        let inherited = crate::session::reenter::inherited();
+        let held: Vec<String> = (lock.members().into_iter())
+            .filter(|m| inherited.iter().any(|h| h.lock == m.id))
+            .map(|m| m.name.key().to_owned())
+            .collect();
+        if !held.is_empty() {
+            return Err(Error::Usage(format!(
+                "the run that started this one holds {}: acquire of a set cannot reenter it \
+                 (it would wait for its parent for ever); use that run's DISTLOCK_KEY<i>, \
+                 DISTLOCK_FENCE<i> and DISTLOCK_TOKEN<i>",
+                crate::text::quote(&held.join(" "))
+            )));
+        }
+    }
     let reentry = if cfg.is_set() {
         None
     } else {
@@ -75,7 +91,8 @@ fn acquire_with(
     let mut session = Session::start(lock)?;
     // The lock belongs to whoever called us (a CI step's shell): name that process.
     let parent = nix::unistd::getppid().as_raw().unsigned_abs();
-    let holder = Holder::this_process("acquire", parent, &cmdline(parent), cfg.note.as_deref());
+    let mut holder = Holder::this_process("acquire", parent, &cmdline(parent), cfg.note.as_deref());
+    holder.set = cfg.set_field();
     let grant = match session.take(cfg, &holder, out)? {
         Taken::Granted(grant) => grant,
         Taken::Exit(exit) => return Ok(exit),

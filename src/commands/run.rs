@@ -113,6 +113,7 @@ fn pipeline(
         &cfg.argv,
         cfg.take.note.as_deref(),
     );
+    holder.set = cfg.take.set_field();
     holder.warn_after_ms = cfg
         .warn_after
         .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
@@ -148,15 +149,20 @@ fn pipeline(
             return Ok(Exit::Signal(signal));
         }
         Ok(Started::Ended(Ending::Lost(loss), _)) => {
-            // Into the lock's history, if it has one (after the kill: nothing waits on this).
-            crate::history::report_lost(
-                &grant.token,
-                &describe_loss(&loss, &cfg),
-                grant.validity.anchor.elapsed(),
-            );
+            // Into the lock's history, if it has one (after the kill: nothing waits on this);
+            // a set's goes into every key's, naming the key it lost.
+            let lost = session.lock_ref().busy_key();
+            let why = match lost.as_deref().filter(|_| cfg.take.is_set()) {
+                Some(key) => format!(
+                    "key {} of the set: {}",
+                    crate::text::quote(key),
+                    describe_loss(&loss, &cfg)
+                ),
+                None => describe_loss(&loss, &cfg),
+            };
+            crate::history::report_lost(&grant.token, &why, grant.validity.anchor.elapsed());
             // A set that lost one key releases the others now that the group is dead (the
             // lost one's release finds another token, or none, and changes nothing).
-            let lost = session.lock_ref().busy_key();
             let (what, released) = if cfg.take.is_set() {
                 session.release(&grant, &cfg.take, false, out);
                 let what = match lost {

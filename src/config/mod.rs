@@ -211,6 +211,18 @@ impl TakeConfig {
         self.keys.len() > 1
     }
 
+    /// A set's keys in the order it takes them (by Redis key bytes, as `lock::open_set`),
+    /// space-separated: the `set` field of its holder metadata. `None` for one key.
+    pub fn set_field(&self) -> Option<String> {
+        if !self.is_set() {
+            return None;
+        }
+        let mut names: Vec<&LockName> = self.keys.iter().collect();
+        names.sort_by(|a, b| a.lock_key().as_bytes().cmp(b.lock_key().as_bytes()));
+        let keys: Vec<&str> = names.iter().map(|n| n.key()).collect();
+        Some(keys.join(" "))
+    }
+
     /// What messages call the lock: `"deploy"`, or for a set `set "db deploy"` (the keys in the
     /// order typed).
     pub fn quoted(&self) -> String {

@@ -39,6 +39,9 @@ pub struct Holder {
     pub note: Option<String>,
     /// `run --warn-after`, in ms: a hold longer than this is worth a warning.
     pub warn_after_ms: Option<u64>,
+    /// The keys of the set this holder takes with this key (space-separated, in the order it
+    /// takes them), when it takes several (`run -k a -k b`).
+    pub set: Option<String>,
 }
 
 impl Holder {
@@ -62,6 +65,7 @@ impl Holder {
             "warn_after_ms",
             &self.warn_after_ms.map(|ms| ms.to_string()),
         );
+        push("set", &self.set);
         fields
     }
 
@@ -85,6 +89,7 @@ impl Holder {
                 "ci_url" => holder.ci_url = value,
                 "note" => holder.note = value,
                 "warn_after_ms" => holder.warn_after_ms = value.and_then(|v| v.parse().ok()),
+                "set" => holder.set = value,
                 "acquired_at" => acquired_at = value.and_then(|v| v.parse().ok()),
                 _ => {}
             }
@@ -144,6 +149,7 @@ impl Holder {
                 .filter(|n| !n.is_empty())
                 .map(|n| truncate(n, MAX_NOTE_BYTES)),
             warn_after_ms: None,
+            set: None,
         }
     }
 
@@ -381,6 +387,7 @@ mod tests {
             ci_url: None,
             note: Some("release 42".into()),
             warn_after_ms: Some(1_800_000),
+            set: Some("a b".into()),
         };
         let mut fields: Vec<(String, String)> = holder
             .to_fields()

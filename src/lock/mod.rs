@@ -636,6 +636,13 @@ pub trait Lock: Send {
         false
     }
 
+    /// The longest the engine may wait before its next attempt, when the lock holds part of
+    /// itself while it waits (a set renews the keys it holds at each attempt); `None`: no
+    /// bound of its own.
+    fn look_again_within(&self) -> Option<Duration> {
+        None
+    }
+
     /// Subscribe to the wake-ups of the waiter `token`: its own (its turn came, it was
     /// superseded) when the lock [`queues`](Lock::queues), or every release otherwise. Returns
     /// once subscribed: a wake-up published after this returns is reported through `notify`.

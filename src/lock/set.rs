@@ -10,8 +10,8 @@
 //!   asks for one): the members below it stay held. It never sleeps; the engine waits.
 //! * **Held keys on the claim.** While the set waits, every attempt first renews the members it
 //!   holds to the short claim (not to `--ttl`), when less than two thirds of it is left: a
-//!   distlock killed while waiting blocks them for one claim at most. The answers the engine
-//!   sleeps on are cut to a third of the claim, so that an attempt comes before they lapse.
+//!   distlock killed while waiting blocks them for one claim at most. The engine attempts
+//!   again within a third of the claim ([`Lock::look_again_within`]), before they lapse.
 //! * **All or nothing.** Granted only with every member; its validity is the earliest of the
 //!   members'. Giving up (busy, `--wait` ran out, a signal, a conflict) gives every member
 //!   back; the key that was busy is [`Lock::busy_key`]. A held member lost while waiting gives
@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Answer, Extended, HolderTtl, Lock, LockName, LockState, Member, NodeFailure, Ownership,
-    Request, Residue, Token, Validity,
+    Answer, Extended, Lock, LockName, LockState, Member, NodeFailure, Ownership, Request, Residue,
+    Token, Validity,
 };
 use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::clock::Moment;
@@ -40,8 +40,13 @@ type Notify = Box<dyn Fn(Notice) + Send>;
 pub struct LockSet {
     /// In key order.
     members: Vec<Slot>,
+    /// The first member's name (the set's name for messages and the engine); a placeholder
+    /// for a set of no member, which the configuration never builds.
+    name: LockName,
     /// What every handle on this set shares (the renewer's too).
     shared: Arc<Mutex<Shared>>,
+    /// The claim of the last attempt: what held keys are renewed to while waiting.
+    claim: Duration,
 }
 
 /// One member and what the set knows of it.
@@ -76,7 +81,11 @@ impl LockSet {
                 .as_bytes()
                 .cmp(b.name().lock_key().as_bytes())
         });
+        let name = members
+            .first()
+            .map_or_else(|| LockName::new("", ""), |m| m.name().clone());
         LockSet {
+            name,
             members: members
                 .into_iter()
                 .map(|lock| Slot {
@@ -87,6 +96,7 @@ impl LockSet {
                 })
                 .collect(),
             shared: Arc::new(Mutex::new(Shared::default())),
+            claim: Duration::ZERO,
         }
     }
 
@@ -110,6 +120,9 @@ impl LockSet {
                 .as_bytes()
                 .cmp(b.lock.name().lock_key().as_bytes())
         });
+        if let Some(first) = slots.first() {
+            set.name = first.lock.name().clone();
+        }
         set.members = slots;
         set
     }
@@ -177,34 +190,6 @@ impl LockSet {
         residue
     }
 
-    /// Cut how long the engine may sleep on an answer to a third of the claim, while members
-    /// are held (they must be renewed before their claim runs out).
-    fn bounded(&self, answer: Answer, claim: Duration) -> Answer {
-        if !self.members.iter().any(|s| s.held.is_some()) {
-            return answer;
-        }
-        let cap = (claim / 3).max(Duration::from_millis(100));
-        match answer {
-            Answer::Busy(mut holders) => {
-                holders.first.ttl = match holders.first.ttl {
-                    HolderTtl::Expires(d) => HolderTtl::Expires(d.min(cap)),
-                    HolderTtl::Never => HolderTtl::Expires(cap),
-                };
-                Answer::Busy(holders)
-            }
-            Answer::Queued {
-                holders,
-                position,
-                refresh_in,
-            } => Answer::Queued {
-                holders,
-                position,
-                refresh_in: refresh_in.min(cap),
-            },
-            other => other,
-        }
-    }
-
     fn validity(&self) -> Option<Validity> {
         self.members
             .iter()
@@ -225,8 +210,7 @@ fn worse(a: Residue, b: Residue) -> Residue {
 
 impl Lock for LockSet {
     fn name(&self) -> &LockName {
-        // Never empty: `new` is given at least one member by `open_set`.
-        self.members[0].lock.name()
+        &self.name
     }
 
     fn describe(&self) -> String {
@@ -254,6 +238,7 @@ impl Lock for LockSet {
         request: &Request<'_>,
         budget: &Budget,
     ) -> Result<Answer, BackendError> {
+        self.claim = request.claim;
         if !self.keep_held(request.token, request.claim, budget)? {
             // A held key was lost while waiting: everything was given back; start again.
             return Ok(Answer::NoPlace);
@@ -285,7 +270,7 @@ impl Lock for LockSet {
                 Answer::Busy(_) | Answer::Queued { .. } => {
                     let name = slot.lock.name().clone();
                     self.note(Some(&name));
-                    return Ok(self.bounded(answer, request.claim));
+                    return Ok(answer);
                 }
                 Answer::Conflict(_) | Answer::Superseded(_) => {
                     // The engine gives nothing back after these: do it here.
@@ -302,7 +287,9 @@ impl Lock for LockSet {
             anchor: Moment::now(),
             ttl: Duration::ZERO,
         });
-        let fence = self.members[0].held.map_or(0, |(fence, _)| fence);
+        let fence = (self.members.first())
+            .and_then(|s| s.held)
+            .map_or(0, |(fence, _)| fence);
         Ok(Answer::Granted {
             validity,
             fence,
@@ -315,12 +302,24 @@ impl Lock for LockSet {
         self.give_back(token, claim, budget)
     }
 
+    fn look_again_within(&self) -> Option<Duration> {
+        // Held keys are renewed when less than two thirds of the claim is left: an attempt
+        // every third of it keeps them.
+        self.members
+            .iter()
+            .any(|s| s.held.is_some())
+            .then(|| (self.claim / 3).max(Duration::from_millis(100)))
+    }
+
     fn holds_part(&self) -> bool {
         self.members.iter().any(|s| s.held.is_some() || s.touched)
     }
 
     fn inspect(&mut self, budget: &Budget) -> Result<LockState, BackendError> {
-        self.members[0].lock.inspect(budget)
+        match self.members.first_mut() {
+            Some(first) => first.lock.inspect(budget),
+            None => Ok(LockState::default()),
+        }
     }
 
     fn holds(&mut self, token: &Token, budget: &Budget) -> Result<Option<u64>, BackendError> {
@@ -416,6 +415,7 @@ impl Lock for LockSet {
 
     fn fresh(&self, timeout: Duration) -> Box<dyn Lock> {
         Box::new(LockSet {
+            name: self.name.clone(),
             members: self
                 .members
                 .iter()
@@ -427,6 +427,7 @@ impl Lock for LockSet {
                 })
                 .collect(),
             shared: Arc::clone(&self.shared),
+            claim: self.claim,
         })
     }
 

@@ -209,10 +209,15 @@ impl WaitDisplay {
         self.set = Some(set);
     }
 
-    /// A set's wait is now for `key`: messages name it.
+    /// A set's wait is now for `key`: messages name it. A new key is a new wait to show (its
+    /// holder did not "change hands").
     pub fn waiting_for(&mut self, key: &str) {
         if let Some(set) = &self.set {
-            self.key = format!("{} of set {set}", quote(key));
+            let named = format!("{} of set {set}", quote(key));
+            if named != self.key {
+                self.key = named;
+                self.last = None;
+            }
         }
     }
 

@@ -463,6 +463,12 @@ impl Waiter<'_> {
         answered: bool,
         rx: &mut Events,
     ) -> Slept {
+        // A lock that holds part of itself while it waits (a set) must be looked at again
+        // before what it holds lapses.
+        let sleep = self
+            .lock
+            .look_again_within()
+            .map_or(sleep, |most| sleep.min(most));
         let mut wake_at = Instant::now() + sleep;
         if !answered {
             wake_at = wake_at.min(self.start + self.wait.unreachable_after);

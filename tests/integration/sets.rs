@@ -37,6 +37,15 @@ impl Place<'_> {
         (self.nodes)(key).iter().any(|n| n.exists(&lock_key(key)))
     }
 
+    /// The longest expiry any node has for the lock of `key` (ms; negative when none has it).
+    fn pttl(&self, key: &str) -> i64 {
+        (self.nodes)(key)
+            .iter()
+            .map(|n| n.pttl(&lock_key(key)))
+            .max()
+            .unwrap_or(-2)
+    }
+
     /// How many wait in line for `key` (the most any node counts).
     fn in_line(&self, key: &str) -> i64 {
         (self.nodes)(key)
@@ -227,36 +236,38 @@ fn a_wait_that_runs_out_gives_every_key_back() {
     assert_eq!(holder.finish().status.code(), Some(0));
 }
 
-#[test]
-fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the_claim() {
-    let redis = Redis::start();
-    let place = one_server(&redis);
+/// A distlock SIGKILLed while it holds `a` and waits for `b` (held by another run) blocks `a`
+/// for the claim at most: with `--ttl 3s` the claim is the TTL itself (shorter than the room a
+/// claim needs), 3 s.
+fn killed_while_waiting(place: &Place<'_>, a: &str, b: &str) {
+    // The set takes the lower Redis key first: that is the one it holds while it waits.
+    let (a, b) = if lock_key(a) < lock_key(b) {
+        (a, b)
+    } else {
+        (b, a)
+    };
     let dir = Scratch::new();
-    let mut holder = Holder::new(distlock(&redis), &dir, "kw-b").hold();
-    // --ttl 3s: the claim an attempt sets is the TTL itself (it is shorter than the room a
-    // claim needs), so the first key may stay blocked for 3 s at most.
-    let mut waiter = distlock(&redis)
-        .args([
-            "run", "-k", "kw-a", "-k", "kw-b", "--ttl", "3s", "--", "true",
-        ])
+    let mut holder = Holder::new(place.cmd(), &dir, b).hold();
+    let mut waiter = place
+        .cmd()
+        .args(["run", "-k", a, "-k", b, "--ttl", "3s", "--", "true"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_while_running(
-        "the set to hold kw-a and wait in kw-b's line",
-        &mut waiter,
-        || place.held("kw-a") && place.in_line("kw-b") == 1,
-    );
-    let pttl = redis.pttl(&lock_key("kw-a"));
+    // b is held throughout: a set that holds a waits for b.
+    wait_while_running(&format!("the set to hold {a}"), &mut waiter, || {
+        place.held(a)
+    });
+    let pttl = place.pttl(a);
     assert!(
         pttl > 0 && pttl <= 3000,
-        "kw-a is held for {pttl} ms, not the claim"
+        "{a} is held for {pttl} ms, not the claim"
     );
     kill(Pid::from_raw(waiter.id() as i32), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
     let _ = waiter.wait();
-    wait_until("kw-a to expire", || !place.held("kw-a"));
+    wait_until(&format!("{a} to expire"), || !place.held(a));
     assert!(
         killed.elapsed() <= Duration::from_millis(3200),
         "{:?}",
@@ -264,6 +275,12 @@ fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the
     );
     holder.release();
     assert_eq!(holder.finish().status.code(), Some(0));
+}
+
+#[test]
+fn a_distlock_killed_while_waiting_for_its_second_key_frees_the_first_within_the_claim() {
+    let redis = Redis::start();
+    killed_while_waiting(&one_server(&redis), "kw-a", "kw-b");
 }
 
 #[test]
@@ -353,6 +370,18 @@ fn nested_runs_of_held_keys_reenter() {
         "{}",
         stderr(&out)
     );
+    // So is an acquire of a set under a run that holds any of its keys.
+    let inner = format!(
+        "{bin} acquire -k nest-a -k nest-c --json",
+        bin = env!("CARGO_BIN_EXE_distlock")
+    );
+    let out = run(distlock(&redis).args(["run", "-k", "nest-a", "--", "sh", "-c", &inner]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("acquire of a set cannot reenter"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -390,7 +419,7 @@ fn what_a_set_cannot_keep_is_refused_before_anything_is_sent() {
 }
 
 #[test]
-fn opposite_orders_and_loss_behind_sentinel() {
+fn opposite_orders_loss_and_a_killed_waiter_behind_sentinel() {
     let topo = Sentinel::start(0);
     let url = topo.url();
     let primary = topo.node(topo.primary());
@@ -400,10 +429,11 @@ fn opposite_orders_and_loss_behind_sentinel() {
     };
     opposite_orders(&place, "sen-a", "sen-b", 5, 1);
     losing_a_key(&place, "sen-a", "sen-b");
+    killed_while_waiting(&place, "sen-a", "sen-b");
 }
 
 #[test]
-fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
+fn opposite_orders_loss_and_a_killed_waiter_on_a_cluster_across_three_primaries() {
     let cluster = Cluster::start(3, 0);
     let url = cluster.seeds_url();
     let keys: Vec<String> = (0..3).map(|i| cluster.key_on(i, "cl")).collect();
@@ -429,6 +459,7 @@ fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
     let (a, b, c) = (&keys[0], &keys[1], &keys[2]);
     opposite_orders(&place, a, c, 5, 1);
     losing_a_key(&place, b, c);
+    killed_while_waiting(&place, a, b);
     // Three keys on three primaries, in both orders.
     let dir = Scratch::new();
     let x = section(&place, &[a, b, c], &dir, "abc");
@@ -441,7 +472,7 @@ fn opposite_orders_and_loss_on_a_cluster_across_three_primaries() {
 }
 
 #[test]
-fn opposite_orders_and_loss_on_a_redlock() {
+fn opposite_orders_loss_and_a_killed_waiter_on_a_redlock() {
     let nodes = Primaries::start(3);
     let place = Place {
         cmd: Box::new(|| {
@@ -455,6 +486,7 @@ fn opposite_orders_and_loss_on_a_redlock() {
     };
     opposite_orders(&place, "rl-a", "rl-b", 5, 1);
     losing_a_key(&place, "rl-a", "rl-b");
+    killed_while_waiting(&place, "rl-a", "rl-b");
 }
 
 #[test]
@@ -525,4 +557,98 @@ fn acquire_with_an_env_file_then_renew_and_release_every_key() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn status_and_list_say_which_key_a_set_still_waits_for() {
+    let redis = Redis::start();
+    let place = one_server(&redis);
+    let dir = Scratch::new();
+    let mut holder = Holder::new(distlock(&redis), &dir, "st-b").hold();
+    let mut set = distlock(&redis)
+        .args([
+            "--history",
+            "1h",
+            "run",
+            "-k",
+            "st-b",
+            "-k",
+            "st-a",
+            "--",
+            "true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_while_running("the set to hold st-a and wait for st-b", &mut set, || {
+        place.held("st-a") && place.in_line("st-b") == 1
+    });
+    let out = run(distlock(&redis).args(["status", "-k", "st-a"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("part of set \"st-a st-b\""), "{text}");
+    assert!(
+        text.contains("for \"st-b\" (1st in line); the command has not started"),
+        "{text}"
+    );
+    let out = run(distlock(&redis).args(["status", "-k", "st-a", "--json"]));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["holder"]["set"], "st-a st-b", "{json}");
+    assert_eq!(json["holders"][0]["set"], "st-a st-b", "{json}");
+    assert_eq!(json["holders"][0]["waiting_for"], "st-b", "{json}");
+    let out = run(distlock(&redis).args(["list"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("(set st-a st-b; waiting for st-b)"), "{text}");
+    holder.release();
+    assert_eq!(holder.finish().status.code(), Some(0));
+    let out = finish(set);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The history records the set with each event.
+    let out = run(distlock(&redis).args(["log", "-k", "st-a", "--json"]));
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(log.contains("\"set\":\"st-a st-b\""), "{log}");
+}
+
+#[test]
+fn a_signal_or_a_conflict_gives_every_key_back() {
+    let redis = Redis::start();
+    let place = one_server(&redis);
+    let dir = Scratch::new();
+    let mut holder = Holder::new(distlock(&redis), &dir, "sig-b").hold();
+    let mut set = distlock(&redis)
+        .args(["run", "-k", "sig-a", "-k", "sig-b", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_while_running("the set to hold sig-a and wait for sig-b", &mut set, || {
+        place.held("sig-a") && place.in_line("sig-b") == 1
+    });
+    kill(Pid::from_raw(set.id() as i32), Signal::SIGTERM).unwrap();
+    let out = finish(set);
+    assert_eq!(signal_of(&out), Some(libc::SIGTERM), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("every key was given back"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!place.held("sig-a"));
+    assert_eq!(place.in_line("sig-b"), 0);
+    holder.release();
+    assert_eq!(holder.finish().status.code(), Some(0));
+    // sig-b used as a semaphore: the set (a mutex on every key) is refused, 65, naming it.
+    let mut semaphore = Holder::new(distlock(&redis), &dir, "sig-b")
+        .args(&["--limit", "2"])
+        .hold();
+    let out = run(distlock(&redis).args(["run", "-k", "sig-a", "-k", "sig-b", "--", "true"]));
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lock \"sig-b\" is held as a semaphore"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!place.held("sig-a"), "sig-a stayed held after the conflict");
+    semaphore.release();
+    assert_eq!(semaphore.finish().status.code(), Some(0));
 }

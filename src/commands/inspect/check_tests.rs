@@ -17,6 +17,7 @@ fn holder(host: &str, pid: u32, note: &str) -> Box<Holder> {
         ci_url: None,
         note: Some(note.into()),
         warn_after_ms: None,
+        set: None,
     })
 }
 

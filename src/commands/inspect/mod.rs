@@ -74,7 +74,37 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
 /// locks expire (busy, retry later: the code of a busy lock).
 pub fn status(topology: Topology, name: LockName, json: bool, out: &Output) -> Result<Exit, Error> {
     let (_, survey) = survey(&topology, &name)?;
-    let view = View::surveyed(&name, &survey, SystemTime::now());
+    // A holder that takes this key as part of a set: one read of each other key says which
+    // one it still waits for.
+    let set_keys: Vec<LockName> = (survey.agreed.iter())
+        .flat_map(|s| s.holders.first())
+        .filter_map(|h| h.holder.as_deref()?.set.clone())
+        .flat_map(|set| {
+            set.split_whitespace()
+                .filter(|k| *k != name.key())
+                .map(|k| LockName::new(name.prefix(), k))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut others = Vec::new();
+    for other in &set_keys {
+        // Best effort: a key that cannot be read is left out of the answer.
+        if let Ok((_, s)) = self::survey(&topology, other) {
+            others.push((other.key().to_owned(), s));
+        }
+    }
+    let mut view = View::surveyed(&name, &survey, SystemTime::now());
+    if let Some(held) = survey.agreed.as_ref().and_then(|s| s.holders.first()) {
+        view.set_wait = view::set_wait(held, |key| {
+            if key == name.key() {
+                return survey.agreed.as_ref();
+            }
+            others
+                .iter()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, s)| s.agreed.as_ref())
+        });
+    }
     if json {
         print_json(&view.json())?;
     } else if out.level() != Level::Quiet {
@@ -122,7 +152,19 @@ pub fn list(
     let now = SystemTime::now();
     let views: Vec<View<'_>> = locks
         .iter()
-        .map(|(name, survey)| View::surveyed(name, survey, now))
+        .map(|(name, survey)| {
+            let mut view = View::surveyed(name, survey, now);
+            // A set holder: what it still waits for, from the other rows (no more reads).
+            if let Some(held) = survey.agreed.as_ref().and_then(|s| s.holders.first()) {
+                view.set_wait = view::set_wait(held, |key| {
+                    locks
+                        .iter()
+                        .find(|(n, _)| n.key() == key)
+                        .and_then(|(_, s)| s.agreed.as_ref())
+                });
+            }
+            view
+        })
         .collect();
     // A lock of a newer protocol is listed among the others, in key order, for what it is.
     let newer = &listing.newer;

@@ -78,7 +78,7 @@ local function h_touch()
   end
 end
 
-local H_META = {'host', 'pid', 'user', 'command', 'note', 'ci_url', 'kind', 'mode'}
+local H_META = {'host', 'pid', 'user', 'command', 'note', 'ci_url', 'kind', 'mode', 'set'}
 
 -- The histograms' bucket bounds: ms, and seconds as the counter's name has them.
 local H_BUCKETS = {

@@ -630,6 +630,7 @@ fn holder(client: usize) -> Holder {
         ci_url: (client % 2 == 0).then(|| "https://ci.example/job/1".into()),
         note: (client == 1).then(|| "ünïcode note".into()),
         warn_after_ms: None,
+        set: None,
     }
 }
 

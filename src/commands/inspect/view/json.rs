@@ -40,6 +40,13 @@ impl View<'_> {
                     fence: shown.held.fence,
                     slot: shown.held.slot,
                     holder: shown.held.holder.as_deref().map(holder_json),
+                    set: shown.held.holder.as_deref().and_then(|h| h.set.as_deref()),
+                    waiting_for: shown
+                        .held
+                        .holder
+                        .as_deref()
+                        .and_then(|h| h.set.as_ref())
+                        .map(|_| self.set_wait.as_ref().map(|w| w.key.as_str())),
                 })
                 .collect(),
             waiting: self
@@ -107,6 +114,7 @@ fn holder_json(h: &Holder) -> HolderJson<'_> {
         ci_url: h.ci_url.as_deref(),
         note: h.note.as_deref(),
         warn_after_ms: h.warn_after_ms,
+        set: h.set.as_deref(),
     }
 }
 
@@ -191,6 +199,13 @@ struct HeldJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     slot: Option<u32>,
     holder: Option<HolderJson<'a>>,
+    /// The keys of its set, when it takes several (as `holder.set`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set: Option<&'a str>,
+    /// The key of its set it still waits for (its command has not started); null once it
+    /// holds every key; absent for a holder of one key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting_for: Option<Option<&'a str>>,
 }
 
 /// When the last run ended, and when the next may start (both RFC 3339, our clock).
@@ -230,4 +245,7 @@ struct HolderJson<'a> {
     /// `run --warn-after`, when it was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     warn_after_ms: Option<u64>,
+    /// The keys of its set (space-separated, in the order taken), when it takes several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set: Option<&'a str>,
 }

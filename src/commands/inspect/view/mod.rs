@@ -45,6 +45,58 @@ pub struct View<'a> {
     /// neither held (no holder can count on it) nor free (no attempt can win a majority until
     /// the locks of the nodes expire). `holders` is then empty.
     pub split: bool,
+    /// The holder takes this key as part of a set and still waits for another of its keys
+    /// (its command has not started): which, and its place in that key's line.
+    pub set_wait: Option<SetWait>,
+}
+
+/// A set holder's wait for a later key ([`View::set_wait`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetWait {
+    /// The key it waits for.
+    pub key: String,
+    /// Its place in that key's line (1: next), when it was found there.
+    pub position: Option<usize>,
+}
+
+/// What a set holder of one key still waits for: the first key of its set (in the set's order)
+/// that its token does not hold, and its place in that key's line (the waiter with the same
+/// host and pid); `None` when it holds every key it was seen holding or waiting for. `state`
+/// gives what an inspection found for a key of the set (`None`: not looked at, or free with
+/// nobody waiting).
+pub fn set_wait<'s>(
+    held: &HeldBy,
+    state: impl Fn(&str) -> Option<&'s LockState>,
+) -> Option<SetWait> {
+    let holder = held.holder.as_deref()?;
+    let set = holder.set.as_deref()?;
+    let token = held.token.as_deref()?;
+    for key in set.split_whitespace() {
+        let Some(state) = state(key) else {
+            continue;
+        };
+        if state
+            .holders
+            .iter()
+            .any(|h| h.token.as_deref() == Some(token))
+        {
+            continue;
+        }
+        let position = state
+            .waiters
+            .iter()
+            .position(|w| {
+                w.holder
+                    .as_deref()
+                    .is_some_and(|w| w.host == holder.host && w.pid == holder.pid)
+            })
+            .map(|i| i + 1);
+        return Some(SetWait {
+            key: key.to_owned(),
+            position,
+        });
+    }
+    None
 }
 
 /// One node's view of a lock, or why the node did not answer.
@@ -109,6 +161,7 @@ impl<'a> View<'a> {
             now,
             nodes: Vec::new(),
             split: false,
+            set_wait: None,
         }
     }
 

@@ -21,6 +21,7 @@ fn held(token: &str, fence: u64, pid: u32, note: &str, held_for: u64) -> HeldBy 
             ci_url: None,
             note: Some(note.into()),
             warn_after_ms: None,
+            set: None,
         })),
         held_for: Some(Duration::from_secs(held_for)),
         token: Some(token.into()),

@@ -129,6 +129,12 @@ impl View<'_> {
                 if let (Some(kind), Some(version)) = (&h.kind, &h.version) {
                     row("via", format!("distlock {version} {kind}"));
                 }
+                if let Some(set) = &h.set {
+                    row("set", format!("part of set {}", crate::text::quote(set)));
+                }
+                if let Some(wait) = self.set_wait.as_ref().filter(|_| !with_id) {
+                    row("waiting", set_wait_words(wait));
+                }
             }
             None => row(
                 "holder",
@@ -294,11 +300,16 @@ impl View<'_> {
             },
             self.waiters.len().to_string(),
             format!(
-                "{}{}",
+                "{}{}{}",
                 if first.is_some_and(|h| h.cooldown.is_some()) {
                     "(cooling down) "
                 } else {
                     ""
+                },
+                match (holder.and_then(|h| h.set.as_deref()), &self.set_wait) {
+                    (Some(set), Some(wait)) => format!("(set {set}; waiting for {}) ", wait.key),
+                    (Some(set), None) => format!("(set {set}) "),
+                    _ => String::new(),
                 },
                 holder
                     .and_then(|h| h.note.clone().or_else(|| h.command.clone()))
@@ -306,6 +317,21 @@ impl View<'_> {
             ),
         ]
     }
+}
+
+/// `for "b" (1st in line); the command has not started`.
+fn set_wait_words(wait: &super::SetWait) -> String {
+    let place = match wait.position {
+        Some(1) => " (1st in line)".to_owned(),
+        Some(2) => " (2nd in line)".to_owned(),
+        Some(3) => " (3rd in line)".to_owned(),
+        Some(n) => format!(" ({n}th in line)"),
+        None => String::new(),
+    };
+    format!(
+        "for {}{place}; the command has not started",
+        crate::text::quote(&wait.key)
+    )
 }
 
 /// The row of `list` for a lock of a newer protocol: its key, its protocol, and what to do.
