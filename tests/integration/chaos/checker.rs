@@ -804,7 +804,7 @@ impl<'a> Checker<'a> {
                 });
                 if !excused {
                     self.violations.push(format!(
-                        "RAN WITHOUT THE LOCK on {}: {} no longer held {id}'s token in the sample answered at {} (holders {:?}), but {id} ran until at least {}\n    {}",
+                        "RAN WITHOUT THE LOCK on {}: {} no longer held {id}'s token in the sample answered at {} (holders {:?}{}), but {id} ran until at least {}\n    {}",
                         KEYS[k].name,
                         if self.samples.len() == 1 {
                             "the key".to_owned()
@@ -813,6 +813,11 @@ impl<'a> Checker<'a> {
                         },
                         self.t(g.recv),
                         g.keys[k].holders,
+                        if g.from.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", read from {}", g.from)
+                        },
                         self.t(x.last),
                         self.describe(id)
                     ));

@@ -16,6 +16,9 @@ use crate::fixtures::lock_key;
 pub(super) struct Sample {
     pub(super) sent: u64,
     pub(super) recv: u64,
+    /// The server read (one server's, or a followed primary's URL; empty on a Cluster, whose
+    /// keys are read where their slots are), for the checker's messages.
+    pub(super) from: String,
     pub(super) keys: Vec<KeyView>,
 }
 
@@ -94,12 +97,13 @@ fn follow(stop: &AtomicBool, mut locate: impl FnMut() -> Option<String>) -> Vec<
                 con = connect(&url).map(|c| (url, c));
             }
         }
-        if let Some((_, c)) = con.as_mut() {
+        if let Some((at, c)) = con.as_mut() {
             let sent = now_ns();
             match sample(c) {
                 Some(keys) => samples.push(Sample {
                     sent,
                     recv: now_ns(),
+                    from: at.clone(),
                     keys,
                 }),
                 None => con = None,
@@ -217,6 +221,7 @@ fn cluster(nodes: &[(u16, String)], stop: &AtomicBool) -> Vec<Sample> {
             samples.push(Sample {
                 sent,
                 recv: now_ns(),
+                from: String::new(),
                 keys,
             });
         }
