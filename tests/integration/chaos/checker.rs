@@ -1064,7 +1064,9 @@ impl<'a> Checker<'a> {
             let bad = |why: &str| format!("EXIT: {why}\n    {}", self.describe(id));
             let mut found = Vec::new();
             if r.hung.is_some() {
-                found.push(bad("distlock ran longer than the 30s limit and was killed"));
+                found.push(bad(
+                    "distlock ran longer than its limit (30s; a set 60s) and was killed",
+                ));
             }
             if r.stderr.contains("panicked") {
                 found.push(bad("distlock panicked"));
