@@ -45,7 +45,7 @@
 //! | `P{K}` | the lock: a string holding the holder's token (a uuid v4), with a PX expiry |
 //! | `P{K}:owner` | hash of holder metadata (see [`holder`]), same expiry, written with the lock |
 //! | `P{K}:released` | pub/sub channel; the release script publishes on it |
-//! | `P{K}:protocol` | absent in this layout (protocol [`PROTOCOL`]); a newer, incompatible layout keeps its number there, and every script refuses such a lock (`lua/protocol.lua`) |
+//! | `P{K}:protocol` | `2` while a shared key has readers (protocol [`PROTOCOL`]; a distlock of protocol 1 then refuses the key), absent otherwise; a newer, incompatible layout keeps its number there, and every script refuses such a lock (`lua/protocol.lua`) |
 //! | `P{K}:history`, `P{K}:history:held` | the lock's history (a stream of at most 1000 events) and the holds and waiters in line it knows, only once a client asked for one (`--history`; [`history`], `lua/history.lua`) |
 //!
 //! (`lua/common.lua` lists every key; `docs/protocol.md` is the reference for other clients.)

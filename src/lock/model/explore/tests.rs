@@ -798,6 +798,51 @@ fn c8_full() {
     run(c8(6_000));
 }
 
+/// C8 with every fault (a lost request or reply per client, a pause, a lost wake-up, beside the
+/// crash; at most one of them in a trace).
+pub fn c8_faults(horizon_ms: u64) -> Config {
+    with(c8(horizon_ms), "C8' shared with faults", |c| {
+        c.losses = 1;
+        c.pauses = 1;
+        c.lost_wakes = 1;
+        c.max_faults = Some(1);
+        c.max_states = 1_500_000;
+    })
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c8_faults_full() {
+    run(c8_faults(HORIZON_C8_FAULTS));
+}
+
+/// The horizon of C8' in `make model-check`.
+const HORIZON_C8_FAULTS: u64 = 2_000;
+
+/// C8c: a batch: a reader and a writer that start at once, and two readers that start at any
+/// instant up to 1 s (so that both may wait behind the writer and be handed the key together),
+/// no fault.
+pub fn c8c(horizon_ms: u64) -> Config {
+    with(c8(horizon_ms), "C8c shared: a batch of two readers", |c| {
+        c.clients.push(ClientSpec {
+            start_by: 1_000,
+            ..reader()
+        });
+        c.crashes = 0;
+        c.max_states = 1_500_000;
+        c.sometimes = vec![Sometimes::BatchHandOff, Sometimes::TwoHolders];
+    })
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c8c_full() {
+    run(c8c(HORIZON_C8C));
+}
+
+/// The horizon of C8c in `make model-check`.
+const HORIZON_C8C: u64 = 3_000;
+
 #[test]
 #[ignore = "full bounds: make model-check"]
 fn c8b_full() {
@@ -876,6 +921,8 @@ fn measure() {
         "c7c" => c7c(horizon),
         "c2_two" => c2_two(horizon),
         "c8" => c8(horizon),
+        "c8_faults" => c8_faults(horizon),
+        "c8c" => c8c(horizon),
         "c8b" => c8b(horizon),
         _ => c2_three(horizon, faults),
     };
