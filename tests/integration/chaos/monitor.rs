@@ -301,9 +301,15 @@ pub(super) fn connect(url: &str) -> Option<redis::Connection> {
 }
 
 /// One MULTI: TIME, then per key its holders, their expiry, its line and the line's expiry.
+///
+/// `ROLE` first, in the same MULTI: a server the sentinels name that does not (yet, or any
+/// more) answer as a primary is no evidence of what the primary holds (a replica may lag it by
+/// hundreds of milliseconds on a loaded machine), and its sample is left out (`None`; the
+/// connection is opened again, to whatever the sentinels name then).
 fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
     let mut pipe = redis::pipe();
     pipe.atomic();
+    pipe.cmd("ROLE");
     pipe.cmd("TIME");
     for k in &KEYS {
         let key = lock_key(k.name);
@@ -336,10 +342,15 @@ fn sample(con: &mut redis::Connection) -> Option<Vec<KeyView>> {
         pipe.cmd("ZCARD").arg(&queue).cmd("PTTL").arg(&queue);
     }
     let values = pipe.query::<Vec<redis::Value>>(con).ok()?;
-    if values.len() != 1 + KEYS.iter().map(per_key).sum::<usize>() {
+    if values.len() != 2 + KEYS.iter().map(per_key).sum::<usize>() {
         return None;
     }
     let mut values = values.into_iter();
+    let role: Vec<redis::Value> = redis::from_redis_value(values.next()?).ok()?;
+    let role: String = redis::from_redis_value(role.into_iter().next()?).ok()?;
+    if role != "master" {
+        return None;
+    }
     let time: Vec<u64> = redis::from_redis_value(values.next()?).ok()?;
     let server_ms = time.first()? * 1000 + time.get(1)? / 1000;
     let mut keys = Vec::new();
