@@ -409,6 +409,13 @@ fn acquire_shared_holds_beside_another_reader() {
     let a = token(distlock(&redis).args(["acquire", "--shared", "-k", "acq", "--ttl", "1m"]));
     let b = token(distlock(&redis).args(["acquire", "--shared", "-k", "acq", "--ttl", "1m"]));
     assert_ne!(a, b);
+    // `renew --token` (which kind it holds unknown) moves the readers' mark with the slot.
+    let out = run(distlock(&redis).args(["renew", "-k", "acq", "--token", &a, "--ttl", "5m"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        redis.pttl(&lock_key("acq")) > 120_000,
+        "the mark did not follow the renewal"
+    );
     assert_eq!(
         run(distlock(&redis).args(["acquire", "-n", "-k", "acq"]))
             .status
@@ -421,4 +428,65 @@ fn acquire_shared_holds_beside_another_reader() {
     }
     let out = run(distlock(&redis).args(["acquire", "-n", "-k", "acq"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The core on any topology: two readers hold at once; a writer waits for both; a reader that
+/// comes after the writer waits for it and starts when it ends. `at` makes a distlock command
+/// for the topology, `in_line` counts the line of `key` where it lives.
+fn assert_the_shared_core(at: &dyn Fn() -> Command, key: &str, in_line: &dyn Fn() -> i64) {
+    let dirs: Vec<Scratch> = (0..4).map(|_| Scratch::new()).collect();
+    let shared = |dir: &Scratch| {
+        Holder::new(at(), dir, key)
+            .args(&["--shared"])
+            .says("$DISTLOCK_MODE")
+    };
+    let mut r1 = shared(&dirs[0]).hold();
+    let mut r2 = shared(&dirs[1]).hold();
+    let w = Holder::new(at(), &dirs[2], key)
+        .says("$DISTLOCK_MODE")
+        .start();
+    wait_until("the writer to wait", || in_line() == 1);
+    let r3 = shared(&dirs[3]).start();
+    wait_until("the late reader to wait", || in_line() == 2);
+    r1.release();
+    finish(r1.into_child());
+    r2.release();
+    finish(r2.into_child());
+    assert_eq!(w.said(), "exclusive");
+    assert!(!holds(&dirs[3]), "the late reader passed the writer");
+    let out = w.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(r3.said(), "shared");
+    let out = r3.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The core behind Sentinel.
+#[test]
+fn shared_keys_behind_sentinel() {
+    let topo = crate::fixtures::topology::Sentinel::start(1);
+    let url = topo.url();
+    let at = || {
+        let mut cmd = bare_distlock();
+        cmd.env("DISTLOCK_REDIS_URL", &url);
+        cmd
+    };
+    let primary = topo.primary();
+    assert_the_shared_core(&at, "sh-sentinel", &|| {
+        topo.node(primary).in_line("sh-sentinel")
+    });
+}
+
+/// The core on a Redis Cluster, through a node that does not own the key (MOVED followed).
+#[test]
+fn shared_keys_on_a_cluster() {
+    let cluster = crate::fixtures::topology::Cluster::start(3, 0);
+    let url = cluster.url_of_node(0);
+    let key = cluster.key_on(1, "sh-cluster");
+    let at = || {
+        let mut cmd = bare_distlock();
+        cmd.env("DISTLOCK_REDIS_URL", &url);
+        cmd
+    };
+    assert_the_shared_core(&at, &key, &|| cluster.node(1).in_line(&key));
 }
