@@ -490,3 +490,75 @@ fn shared_keys_on_a_cluster() {
     };
     assert_the_shared_core(&at, &key, &|| cluster.node(1).in_line(&key));
 }
+
+/// `break` breaks every reader: each run's command is stopped (124), and only the fence is
+/// left (the readers' marks with the slots).
+#[test]
+fn break_breaks_every_reader() {
+    let redis = Redis::start();
+    let (d1, d2) = (Scratch::new(), Scratch::new());
+    let r1 = reader(&redis, &d1, "brk")
+        .args(&["--renew-every", "1s"])
+        .hold();
+    let r2 = reader(&redis, &d2, "brk")
+        .args(&["--renew-every", "1s"])
+        .hold();
+    let out = run(distlock(&redis).args(["break", "-k", "brk", "--yes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("broke 2 of the 2 holders"),
+        "{}",
+        stderr(&out)
+    );
+    for r in [r1, r2] {
+        let out = finish(r.into_child());
+        assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    }
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "*"]);
+    keys.sort();
+    assert_eq!(keys, vec![format!("{}:fence", lock_key("brk"))]);
+}
+
+/// Ten readers queued behind a writer start together when it ends: one hand-off grants them
+/// all (each woken on its own doorbell), so their commands start within a moment of each
+/// other (issue 27 asks 50 ms for 100 readers on a quiet machine; bounded loosely here, as the
+/// tests share the machine), and every one within a second of the writer's end.
+#[test]
+fn readers_queued_behind_a_writer_start_together() {
+    let redis = Redis::start();
+    let dw = Scratch::new();
+    let w = writer(&redis, &dw, "herd").hold();
+    let dirs: Vec<Scratch> = (0..10).map(|_| Scratch::new()).collect();
+    let readers: Vec<Holding> = dirs
+        .iter()
+        .map(|d| {
+            Holder::new(distlock(&redis), d, "herd")
+                .args(&["--shared"])
+                .says("$(date +%s%N)")
+                .start()
+        })
+        .collect();
+    wait_until("ten readers to wait", || redis.in_line("herd") == 10);
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let out = w.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let starts: Vec<u128> = readers.iter().map(|r| r.said().parse().unwrap()).collect();
+    let (first, last) = (*starts.iter().min().unwrap(), *starts.iter().max().unwrap());
+    let spread = Duration::from_nanos(u64::try_from(last - first).unwrap());
+    let after = Duration::from_nanos(u64::try_from(last.saturating_sub(ended)).unwrap());
+    eprintln!(
+        "ten readers started within {spread:?} of each other, the last {after:?} after the writer's end"
+    );
+    assert!(spread < Duration::from_secs(1), "spread {spread:?}");
+    assert!(
+        after < Duration::from_secs(2),
+        "the last reader started {after:?} after"
+    );
+    for r in readers {
+        let out = r.finish();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+}
