@@ -562,3 +562,32 @@ fn readers_queued_behind_a_writer_start_together() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     }
 }
+
+/// A writer that gives up waiting (its --wait runs out) lets the readers queued behind it in at
+/// once, beside the readers that hold (dotnet/corefx #3364: readers blocked forever after the
+/// writer timed out).
+#[test]
+fn readers_behind_a_writer_that_gives_up_start_at_once() {
+    let redis = Redis::start();
+    let (d1, dw, d2) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let r1 = reader(&redis, &d1, "gaveup").hold();
+    let w = writer(&redis, &dw, "gaveup")
+        .args(&["--wait", "1s"])
+        .start();
+    wait_until("the writer to wait", || redis.in_line("gaveup") == 1);
+    let r2 = reader(&redis, &d2, "gaveup").start();
+    wait_until("the reader to wait", || redis.in_line("gaveup") == 2);
+    let out = finish(w.into_child());
+    let gave_up = Instant::now();
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert_eq!(r2.said(), "shared");
+    let took = gave_up.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the reader started {took:?} after"
+    );
+    for r in [r1, r2] {
+        let out = r.finish();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+}
