@@ -547,7 +547,12 @@ impl Plan {
                     lock,
                     token,
                     queueing,
-                    limit: if rng.u32(..12) == 0 { 3 - usual } else { usual },
+                    // On the mutex, a third are readers of a shared key (limit 0).
+                    limit: match rng.u32(..12) {
+                        0 => 3 - usual,
+                        1..5 if lock == 0 => 0,
+                        _ => usual,
+                    },
                     claim: [40, 400, 9_200, 9_200][rng.usize(..4)],
                     polls: rng.u32(..8) == 0,
                     after: AfterRun {
@@ -568,8 +573,9 @@ impl Plan {
                 lock,
                 token,
                 ttl: [0, 60, 300, 30_000][rng.usize(..4)],
-                keys: match rng.u32(..4) {
+                keys: match rng.u32(..6) {
                     0 => None,
+                    1 if lock == 0 => Some(Held::Shared),
                     _ if lock == 0 => Some(Held::Mutex),
                     _ => Some(Held::Slot),
                 },
@@ -865,7 +871,7 @@ fn the_model_answers_every_script_call_as_redis_does() {
                     let keys = name.keys();
                     let (protocol, queue) = (keys[9].as_bytes(), keys[3].as_bytes());
                     match what {
-                        Foreign::Protocol => conn.call(&[b"SET", protocol, b"2", b"PX", b"500"]),
+                        Foreign::Protocol => conn.call(&[b"SET", protocol, b"3", b"PX", b"500"]),
                         Foreign::WrongType => conn.call(&[b"SET", queue, b"x", b"PX", b"500"]),
                         Foreign::Clear => conn.call(&[b"DEL", protocol]),
                     };
