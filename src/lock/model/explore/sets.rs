@@ -459,6 +459,12 @@ impl SetWorld {
         let now = s.now();
         let mut candidates = Vec::new();
         for c in &s.clients {
+            // (The instant a set that crashed while waiting must have freed its keys by.)
+            if let Some((at, true)) = c.crashed
+                && c.held.iter().any(Option::is_some)
+            {
+                candidates.push(at + self.claim_ms + 1);
+            }
             if matches!(c.phase, SetPhase::Done { .. }) {
                 continue;
             }

@@ -158,7 +158,7 @@ pub fn set_mutants() -> Vec<SetMutant> {
                 ..c9c(14_000)
             },
             killed_by: "a set killed while waiting frees its keys within the claim",
-            steps: 27,
+            steps: 21,
         },
     ]
 }
@@ -215,4 +215,68 @@ fn every_set_mutant_is_killed() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// C9s: C9 on the short timing (`--ttl 6s --grace 0 --redis-timeout 500ms --renew-every 2s`:
+/// claim 2.1 s, so a waiting set renews its first key every 0.7 s and a hand-off's take-up
+/// window, 3 s, is longer than the claim) with a crash.
+pub fn c9s(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C9s sets, short timing, a crash",
+        ttl_ms: 6_000,
+        grace_ms: 0,
+        timeout_ms: 500,
+        every_ms: 2_000,
+        ..c9c(horizon_ms)
+    }
+}
+
+/// C10: four clients, two of them starting at any instant up to 2 s: `-k a -k b`, `-k b -k a`
+/// (late), a single-key run on b holding through one renewal, and one on a (late).
+pub fn c10(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C10 sets, four clients, late starts",
+        clients: vec![
+            set(&[0, 1]),
+            SetSpec {
+                start_by: 2_000,
+                ..set(&[1, 0])
+            },
+            SetSpec {
+                renewals: 1,
+                ..set(&[1])
+            },
+            SetSpec {
+                start_by: 2_000,
+                ..set(&[0])
+            },
+        ],
+        ..c9(horizon_ms)
+    }
+}
+
+// The full bounds (`make model-check`, an optimized build).
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9_full() {
+    run_sets(c9(30_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9c_full() {
+    run_sets(c9c(20_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9s_full() {
+    run_sets(c9s(8_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c10_full() {
+    run_sets(c10(30_000));
 }
