@@ -22,6 +22,9 @@
 
 mod check;
 mod doorbell;
+pub mod sets;
+#[cfg(test)]
+mod sets_tests;
 mod symmetry;
 #[cfg(test)]
 mod tests;
