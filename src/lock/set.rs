@@ -58,6 +58,8 @@ struct Slot {
     token: Option<Token>,
     /// An attempt was sent to it: giving up must ask it.
     touched: bool,
+    /// Its own limit, when not the request's (a shared key in a set of mixed modes).
+    limit: Option<u32>,
 }
 
 impl Slot {
@@ -74,8 +76,14 @@ struct Shared {
 
 impl LockSet {
     /// The set of `members` (one lock per key, in any order; at least one).
-    pub fn new(mut members: Vec<Box<dyn Lock>>) -> Self {
-        members.sort_by(|a, b| {
+    pub fn new(members: Vec<Box<dyn Lock>>) -> Self {
+        LockSet::with_limits(members.into_iter().map(|m| (m, None)).collect())
+    }
+
+    /// The set of `members`, each with its own limit when it is not the request's (`Some(0)`:
+    /// a key held shared in a set whose other keys are exclusive).
+    pub fn with_limits(mut members: Vec<(Box<dyn Lock>, Option<u32>)>) -> Self {
+        members.sort_by(|(a, _), (b, _)| {
             a.name()
                 .lock_key()
                 .as_bytes()
@@ -83,16 +91,17 @@ impl LockSet {
         });
         let name = members
             .first()
-            .map_or_else(|| LockName::new("", ""), |m| m.name().clone());
+            .map_or_else(|| LockName::new("", ""), |(m, _)| m.name().clone());
         LockSet {
             name,
             members: members
                 .into_iter()
-                .map(|lock| Slot {
+                .map(|(lock, limit)| Slot {
                     lock,
                     held: None,
                     token: None,
                     touched: false,
+                    limit,
                 })
                 .collect(),
             shared: Arc::new(Mutex::new(Shared::default())),
@@ -111,6 +120,7 @@ impl LockSet {
                 held: None,
                 token: Some(token),
                 touched: true,
+                limit: None,
             })
             .collect();
         slots.sort_by(|a, b| {
@@ -251,6 +261,7 @@ impl Lock for LockSet {
             let token = slot.token(request.token);
             let member_request = Request {
                 token: &token,
+                limit: slot.limit.unwrap_or(request.limit),
                 ..request.clone()
             };
             slot.touched = true;
@@ -424,6 +435,7 @@ impl Lock for LockSet {
                     held: s.held,
                     token: s.token.clone(),
                     touched: s.touched,
+                    limit: s.limit,
                 })
                 .collect(),
             shared: Arc::clone(&self.shared),

@@ -484,12 +484,13 @@ impl Lock for SingleNode {
         let args = renew_args(token, ttl, None);
         // Declaring only what it touches, a renewal goes through a Cluster slot migration.
         // Without a grant of ours to tell which it holds (`renew --token`), the mutex is
-        // tried first, then the slot.
+        // tried first, then the slot, declaring what a reader's renewal touches too (the
+        // readers' marks follow a reader's slot; a semaphore's slot has none to touch).
         let kind = self.held.unwrap_or(Held::Mutex);
         let mut reply = self.eval_keys(&RENEW, kind.keys(&self.name), args.clone(), budget)?;
         if self.held.is_none() && reply.as_slice() == [Reply::Int(0)] {
             anchor = Moment::now();
-            reply = self.eval_keys(&RENEW, Held::Slot.keys(&self.name), args, budget)?;
+            reply = self.eval_keys(&RENEW, Held::Shared.keys(&self.name), args, budget)?;
         }
         match reply.as_slice() {
             [Reply::Int(1), Reply::Int(applied), replacer @ ..] => {

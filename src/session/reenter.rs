@@ -142,7 +142,9 @@ pub fn check(
     // for itself (its own ancestor holds the key shared): refused at once.
     if *source == Source::Run && held.limit == 0 && limit == 1 {
         return Err(Error::Conflict(format!(
-            "lock {key} is held shared by the run that started this one, and this run asked for              it exclusively: it would wait for itself; add --shared to this run, or take the lock              without --shared in the outer run"
+            "lock {key} is held shared by the run that started this one, and this run asked for \
+             it exclusively: it would wait for itself; add --shared to this run, or take the lock \
+             without --shared in the outer run"
         )));
     }
     if *source == Source::Run && held.limit != limit && !(held.limit == 1 && limit == 0) {
@@ -189,8 +191,19 @@ pub fn exec(
         ("DISTLOCK_TOKEN".to_owned(), held.token.clone()),
         ("DISTLOCK_FENCE".to_owned(), fence.to_string()),
         ("DISTLOCK_MODE".to_owned(), mode(held.limit).to_owned()),
+        // The numbered variables of a run of one key, replacing an outer set's: its key 0
+        // may be another key.
+        ("DISTLOCK_KEYS".to_owned(), key.to_owned()),
+        ("DISTLOCK_KEY0".to_owned(), key.to_owned()),
+        ("DISTLOCK_TOKEN0".to_owned(), held.token.clone()),
+        ("DISTLOCK_FENCE0".to_owned(), fence.to_string()),
+        ("DISTLOCK_MODE0".to_owned(), mode(held.limit).to_owned()),
     ];
-    exec_with(program, argv, &env, &[])
+    let others: Vec<String> = (1..crate::config::MAX_KEYS)
+        .flat_map(|i| ["KEY", "TOKEN", "FENCE", "MODE"].map(|name| format!("DISTLOCK_{name}{i}")))
+        .collect();
+    let unset: Vec<&str> = others.iter().map(String::as_str).collect();
+    exec_with(program, argv, &env, &unset)
 }
 
 /// As [`exec`], with the variables `env` set and `unset` removed.

@@ -153,13 +153,16 @@ pub fn take(
             Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Conflict(conflict) => {
-            let key = match lock.busy_key().filter(|_| cfg.is_set()) {
-                Some(busy) => crate::text::quote(&busy),
-                None => key,
+            // A set names the key, and what this run asked of that key (its own mode).
+            let (key, asked) = match lock.busy_key().filter(|_| cfg.is_set()) {
+                Some(busy) => {
+                    let asked = (cfg.keys.iter().find(|k| k.key() == busy))
+                        .map_or(cfg.limit, |name| cfg.limit_of(name));
+                    (crate::text::quote(&busy), asked)
+                }
+                None => (key, cfg.limit),
             };
-            Err(Error::Conflict(conflict_message(
-                &conflict, &key, cfg.limit,
-            )))
+            Err(Error::Conflict(conflict_message(&conflict, &key, asked)))
         }
         Waited::Interrupted { signal, residue } => {
             let what = left_behind(residue, &key).unwrap_or_else(|| {
