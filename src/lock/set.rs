@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Answer, Extended, Lock, LockName, LockState, Member, NodeFailure, Ownership, Request, Residue,
-    Token, Validity,
+    Answer, Extended, Lock, LockName, LockState, LostWhileWaiting, Member, NodeFailure, Ownership,
+    Request, Residue, Token, Validity,
 };
 use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::clock::Moment;
@@ -72,6 +72,8 @@ impl Slot {
 struct Shared {
     /// The key the last attempt found busy, or that a renewal or release found lost.
     noted: Option<String>,
+    /// Keys lost while the set waited, not yet told ([`Lock::take_lost_while_waiting`]).
+    lost: Vec<LostWhileWaiting>,
 }
 
 impl LockSet {
@@ -167,6 +169,13 @@ impl LockSet {
                 Extended::NotHeld => {
                     let name = slot.lock.name().clone();
                     self.give_back(token, claim, budget);
+                    if let Ok(mut shared) = self.shared.lock() {
+                        let waiting_for = shared.noted.take();
+                        shared.lost.push(LostWhileWaiting {
+                            key: name.key().to_owned(),
+                            waiting_for,
+                        });
+                    }
                     self.note(Some(&name));
                     return Ok(false);
                 }
@@ -448,6 +457,13 @@ impl Lock for LockSet {
             .iter_mut()
             .flat_map(|s| s.lock.take_failures())
             .collect()
+    }
+
+    fn take_lost_while_waiting(&mut self) -> Vec<LostWhileWaiting> {
+        self.shared
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.lost))
+            .unwrap_or_default()
     }
 
     fn busy_key(&self) -> Option<String> {

@@ -97,6 +97,55 @@ pub fn held_by_ancestor(lock: &dyn Lock, prefix: &str) -> Option<(Held, Source)>
     }
 }
 
+/// The keys of `lock` that come before a key an ancestor holds on the same deployment (key
+/// order, as a set takes its keys): `(ours, the ancestor's)`, each key as typed. Waiting for
+/// such a key while the ancestor holds the later one inverts the order every set keeps, so
+/// a run that takes both (`-k a -k b`) and holds the first can deadlock with this one.
+pub fn inversions(lock: &dyn Lock) -> Vec<(String, String)> {
+    let inherited = inherited();
+    if inherited.is_empty() {
+        return Vec::new();
+    }
+    let ours: Vec<(String, String)> = {
+        let members = lock.members();
+        if members.is_empty() {
+            vec![(lock.name().key().to_owned(), lock_id(lock))]
+        } else {
+            (members.into_iter())
+                .map(|m| (m.name.key().to_owned(), m.id))
+                .collect()
+        }
+    };
+    // "deployment lock-key": the lock key is the last word (keys hold no whitespace).
+    let split = |id: &str| {
+        id.rsplit_once(' ')
+            .map(|(d, k)| (d.to_owned(), k.to_owned()))
+    };
+    let mut found = Vec::new();
+    for (key, id) in &ours {
+        let Some((deployment, lock_key)) = split(id) else {
+            continue;
+        };
+        for held in &inherited {
+            let Some((their_deployment, their_key)) = split(&held.lock) else {
+                continue;
+            };
+            let ours_too = ours.iter().any(|(_, id)| *id == held.lock);
+            if their_deployment == deployment
+                && their_key.as_bytes() > lock_key.as_bytes()
+                && !ours_too
+            {
+                // The key as typed: between the braces of its hash tag.
+                let typed = (their_key.rsplit_once('{'))
+                    .and_then(|(_, rest)| rest.strip_suffix('}'))
+                    .unwrap_or(&their_key);
+                found.push((key.clone(), typed.to_owned()));
+            }
+        }
+    }
+    found
+}
+
 /// `DISTLOCK_HELD` for the command of a run that holds `ours`: the inherited entries and ours.
 pub fn with(ours: Held) -> String {
     let mut held: Vec<Held> = inherited()

@@ -68,6 +68,7 @@ pub fn take(
         cfg.report_every,
     );
     display.warn_after(cfg.warn_wait);
+    display.warn_on_inversion(super::reenter::inversions(lock));
     if cfg.is_set() {
         let keys: Vec<&str> = cfg.keys.iter().map(|k| k.key()).collect();
         display.for_set(&keys.join(" "));

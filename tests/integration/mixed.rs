@@ -354,3 +354,76 @@ fn nested_runs_under_a_mixed_set_reenter_per_key_and_exclusive_in_shared_is_refu
         assert!(err.contains("would wait for itself"), "{inner}: {err}");
     }
 }
+
+/// A nested run that waits for a key below one its parent holds (key order) is warned once,
+/// naming both keys and the fix; not with `-q`, not in the consistent order, not when the key
+/// is free.
+#[test]
+fn a_nested_run_that_inverts_the_key_order_is_warned_when_its_key_is_busy() {
+    let redis = Redis::start();
+    // The outer run holds `outer`; its command runs `distlock run INNER -k inner`, which waits
+    // while `inner` is held by someone else: the outer run's stderr says what the inner said.
+    let nested = |outer: &str, inner: &str, flags: &str, busy: bool| -> String {
+        let dir = Scratch::new();
+        let holder = busy.then(|| Holder::new(distlock(&redis), &dir, inner).hold());
+        let mut cmd = distlock(&redis);
+        cmd.env("PATH", path_with_distlock())
+            .args(["run", "-k", outer, "--", "sh", "-c"])
+            .arg(format!("distlock {flags} run -k {inner} -- true"));
+        let child = spawn(&mut cmd);
+        if let Some(mut holder) = holder {
+            wait_until("the nested run to wait", || redis.in_line(inner) == 1);
+            holder.release();
+            finish(holder.into_child());
+        }
+        let out = finish(child);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let err = nested("lo-b", "lo-a", "", true);
+    let warning = "waiting for lock \"lo-a\" while the run that started this one holds \"lo-b\"";
+    assert_eq!(err.matches(warning).count(), 1, "{err}");
+    assert!(
+        err.contains("take both in one outer run (-k lo-a -k lo-b)"),
+        "{err}"
+    );
+    let line = err.lines().find(|l| l.contains(warning)).unwrap();
+    assert!(line.starts_with("distlock:"), "{line}");
+    let err = nested("lo-b", "lo-a", "-q", true);
+    assert!(!err.contains("key order"), "-q: {err}");
+    let err = nested("lo-a", "lo-b", "", true);
+    assert!(!err.contains("key order"), "the consistent order: {err}");
+    let err = nested("lo-b", "lo-a", "", false);
+    assert!(!err.contains("key order"), "a free key: {err}");
+}
+
+/// A set that holds its first key and waits for its second (held by another run) loses the
+/// first (`break`): it says so once, naming the key, gives everything back, starts again, and
+/// runs its command once the second key is free.
+#[test]
+fn a_key_lost_while_the_set_waits_is_told_once_and_the_set_starts_again() {
+    let redis = Redis::start();
+    let (dh, ds) = (Scratch::new(), Scratch::new());
+    let mut holder = Holder::new(distlock(&redis), &dh, "ls-b").hold();
+    let set = Holder::new(distlock(&redis), &ds, "ls-a")
+        .args(&["-k", "ls-b"])
+        .start();
+    wait_until("the set to hold a and wait for b", || {
+        redis.in_line("ls-b") == 1 && redis.exists(&lock_key("ls-a"))
+    });
+    let out = run(distlock(&redis).args(["break", "-k", "ls-a", "-y"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // It finds out at its next look at a (within a third of its claim), gives b's place back,
+    // and takes a again.
+    wait_until("the set to take a again", || {
+        redis.exists(&lock_key("ls-a"))
+    });
+    holder.release();
+    finish(holder.into_child());
+    let out = set.finish();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let notice = "lock \"ls-a\" of set \"ls-a ls-b\" was lost while it waited for \"ls-b\"";
+    assert_eq!(err.matches(notice).count(), 1, "{err}");
+    assert!(err.contains("starts again from its first key"), "{err}");
+}
