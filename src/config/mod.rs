@@ -610,7 +610,7 @@ fn take_config(
                 .into(),
         ));
     }
-    let shared_keys = shared_keys(&args, &keys)?;
+    let shared_keys = shared_keys(&args, &keys, origins)?;
     // `--shared-key` naming every key is `--shared`.
     let shared = args.shared || (!shared_keys.is_empty() && shared_keys.len() == keys.len());
     let option = if args.shared {
@@ -767,17 +767,21 @@ fn lock_names(
 
 /// The keys `--shared-key` names (each one of the `-k` keys, none twice, not with
 /// `--shared`), checked before anything is sent.
-fn shared_keys(args: &cli::TakeArgs, keys: &[LockName]) -> Result<Vec<LockName>, Error> {
+fn shared_keys(
+    args: &cli::TakeArgs,
+    keys: &[LockName],
+    origins: &Origins,
+) -> Result<Vec<LockName>, Error> {
     let given = &args.shared_key;
     if given.is_empty() {
         return Ok(Vec::new());
     }
     if args.shared {
-        return Err(Error::Usage(
-            "--shared-key is redundant with --shared, which already makes every key shared: \
-             drop --shared-key (or drop --shared to keep only the named keys shared)"
-                .into(),
-        ));
+        let shared = origins.option("shared");
+        return Err(Error::Usage(format!(
+            "--shared-key is redundant with {shared}, which already makes every key shared: \
+             drop --shared-key (or drop {shared} to keep only the named keys shared)"
+        )));
     }
     let mut shared: Vec<LockName> = Vec::new();
     for (i, key) in given.iter().enumerate() {

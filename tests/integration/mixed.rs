@@ -427,3 +427,50 @@ fn a_key_lost_while_the_set_waits_is_told_once_and_the_set_starts_again() {
     assert_eq!(err.matches(notice).count(), 1, "{err}");
     assert!(err.contains("starts again from its first key"), "{err}");
 }
+
+/// On a Cluster, with the shared key and the exclusive one on two primaries: the mixed set
+/// holds beside a reader of its shared key, and excludes a writer of it and a reader of its
+/// exclusive key.
+#[test]
+fn a_mixed_set_on_a_cluster_across_two_primaries() {
+    use crate::fixtures::topology::Cluster;
+    let cluster = Cluster::start(3, 0);
+    let url = cluster.seeds_url();
+    let (a, b) = (cluster.key_on(0, "mc"), cluster.key_on(1, "mc"));
+    let at = || {
+        let mut cmd = bare_distlock();
+        cmd.env("DISTLOCK_REDIS_URL", &url);
+        cmd
+    };
+    let (dr, dm) = (Scratch::new(), Scratch::new());
+    let reader = Holder::new(at(), &dr, &a)
+        .args(&["--shared"])
+        .says("$DISTLOCK_MODE")
+        .hold();
+    let mixed = Holder::new(at(), &dm, &a)
+        .args(&["-k", &b, "--shared-key", &a])
+        .says("\"$DISTLOCK_MODE0 $DISTLOCK_MODE1\"")
+        .hold();
+    assert_eq!(reader.said(), "shared");
+    assert_eq!(mixed.said(), "shared exclusive");
+    let try_once = |key: &str, extra: &[&str]| {
+        run(at()
+            .args(["run", "-n", "-k", key])
+            .args(extra)
+            .args(["--", "true"]))
+        .status
+        .code()
+    };
+    assert_eq!(try_once(&a, &[]), Some(75), "a writer of the shared key");
+    assert_eq!(
+        try_once(&b, &["--shared"]),
+        Some(75),
+        "a reader of the other"
+    );
+    for holder in [reader, mixed] {
+        let out = holder.finish();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    assert_eq!(try_once(&a, &[]), Some(0));
+    assert_eq!(try_once(&b, &[]), Some(0));
+}
