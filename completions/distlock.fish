@@ -60,6 +60,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand run" -s E -l conflict-
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
+complete -c distlock -n "__fish_distlock_using_subcommand run" -l shared-key -d 'Hold this one key shared (a reader), the other keys exclusive; repeatable' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
 complete -c distlock -n "__fish_distlock_using_subcommand run" -l min-interval -d 'At most one run per period: keep the lock taken this long after a good run started' -r
@@ -174,6 +175,7 @@ complete -c distlock -n "__fish_distlock_using_subcommand acquire" -s E -l confl
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l wait-mode -d 'How to wait for a busy lock' -r -f -a "notify\t'Sleep until the holder\'s release is published, or its lock expires'
 spin\t'Poll with capped, jittered exponential backoff'"
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l limit -d 'Let up to N holders in at once (a counting semaphore); 1, the default, is a mutex' -r
+complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l shared-key -d 'Hold this one key shared (a reader), the other keys exclusive; repeatable' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l note -d 'A reason, stored with the lock and shown to whoever waits for it or asks about it' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l report-every -d 'Without a terminal, print a "still waiting" line this often while waiting' -r
 complete -c distlock -n "__fish_distlock_using_subcommand acquire" -l min-interval -d 'At most one run per period: keep the lock taken this long after a good run started' -r

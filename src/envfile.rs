@@ -70,9 +70,9 @@ impl EnvFile {
         &self.path
     }
 
-    /// Append a set's values ([`render_set`]: key, fence and token of each key, in the order
-    /// typed), as [`EnvFile::append`] does one lock's.
-    pub fn append_set(&self, keys: &[(String, u64, String)], ttl: Duration) -> io::Result<()> {
+    /// Append a set's values ([`render_set`]: key, fence, mode and token of each key, in the
+    /// order typed), as [`EnvFile::append`] does one lock's.
+    pub fn append_set(&self, keys: &[SetKey], ttl: Duration) -> io::Result<()> {
         let file = open_for_append(&self.path)?;
         let mut text = String::new();
         if ends_mid_line(&file) {
@@ -116,21 +116,34 @@ impl EnvFile {
 /// shell that loads the file. No `DISTLOCK_KEY`/`DISTLOCK_TOKEN`: a later step's one-key
 /// command must not take the first key for the whole set. The tokens come last, as in
 /// [`render`].
-pub fn render_set(keys: &[(String, u64, String)], prefix: Option<&str>, ttl: Duration) -> String {
+pub fn render_set(keys: &[SetKey], prefix: Option<&str>, ttl: Duration) -> String {
     let mut text = format!("DISTLOCK_KEY_COUNT={}\n", keys.len());
     if let Some(prefix) = prefix {
         text.push_str(&format!("DISTLOCK_PREFIX={prefix}\n"));
     }
     text.push_str(&format!("DISTLOCK_TTL_MS={}\n", ttl.as_millis()));
-    for (i, (key, fence, _)) in keys.iter().enumerate() {
-        text.push_str(&format!("DISTLOCK_KEY{i}={key}\n"));
-        text.push_str(&format!("DISTLOCK_FENCE{i}={fence}\n"));
-        text.push_str(&format!("DISTLOCK_MODE{i}=exclusive\n"));
+    for (i, k) in keys.iter().enumerate() {
+        text.push_str(&format!("DISTLOCK_KEY{i}={}\n", k.key));
+        text.push_str(&format!("DISTLOCK_FENCE{i}={}\n", k.fence));
+        text.push_str(&format!("DISTLOCK_MODE{i}={}\n", k.mode));
     }
-    for (i, (_, _, token)) in keys.iter().enumerate() {
-        text.push_str(&format!("DISTLOCK_TOKEN{i}={token}\n"));
+    for (i, k) in keys.iter().enumerate() {
+        text.push_str(&format!("DISTLOCK_TOKEN{i}={}\n", k.token));
     }
     text
+}
+
+/// One key of a set, as [`render_set`] writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetKey {
+    /// The key, as typed.
+    pub key: String,
+    /// Its fence.
+    pub fence: u64,
+    /// `shared` or `exclusive`.
+    pub mode: &'static str,
+    /// The token it is held with.
+    pub token: String,
 }
 
 /// The lines for a held lock (`DISTLOCK_SLOT` for a semaphore slot). The token comes last:
@@ -256,6 +269,30 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     const TOKEN: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    #[test]
+    fn a_sets_lines_give_each_key_its_own_mode() {
+        let key = |key: &str, fence, mode, token: &str| SetKey {
+            key: key.into(),
+            fence,
+            mode,
+            token: token.into(),
+        };
+        let text = render_set(
+            &[
+                key("db", 3, "shared", "t0"),
+                key("deploy", 9, "exclusive", "t1"),
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            text,
+            "DISTLOCK_KEY_COUNT=2\nDISTLOCK_TTL_MS=60000\nDISTLOCK_KEY0=db\nDISTLOCK_FENCE0=3\n\
+             DISTLOCK_MODE0=shared\nDISTLOCK_KEY1=deploy\nDISTLOCK_FENCE1=9\n\
+             DISTLOCK_MODE1=exclusive\nDISTLOCK_TOKEN0=t0\nDISTLOCK_TOKEN1=t1\n"
+        );
+    }
 
     #[test]
     fn lines_name_key_ttl_and_token_and_the_prefix_only_when_set() {

@@ -99,6 +99,16 @@ pub struct TakeArgs {
     #[arg(long, env = "DISTLOCK_SHARED")]
     pub shared: bool,
 
+    /// Hold this one key shared (a reader), the other keys exclusive; repeatable.
+    ///
+    /// For a set of mixed modes: -k db -k deploy --shared-key db reads db beside other
+    /// readers of db while holding deploy alone. Each key keeps its own line and mode, and
+    /// the command gets DISTLOCK_MODE<i> per key. KEY must be one of the -k keys. Not with
+    /// --shared (which makes every key shared), nor with what --shared refuses (--limit,
+    /// --supersede, --replace, --min-interval, --cooldown, a Redlock).
+    #[arg(long, value_name = "KEY")]
+    pub shared_key: Vec<String>,
+
     /// Newest wins: join the line and cancel every waiter that joined before (not the holder).
     ///
     /// Each cancelled waiter leaves the line at once, says who superseded it, and exits with

@@ -219,7 +219,9 @@ pub enum Command {
     ///
     /// COMMAND inherits stdin, stdout and stderr (distlock writes only to stderr) and gets
     /// DISTLOCK_KEY, DISTLOCK_TOKEN, DISTLOCK_FENCE and DISTLOCK_TTL_MS in its environment,
-    /// and with --limit N its slot, DISTLOCK_SLOT (0 to N-1, no two holders at once alike).
+    /// and with --limit N its slot, DISTLOCK_SLOT (0 to N-1, no two holders at once alike);
+    /// with several keys, DISTLOCK_KEYS and per key DISTLOCK_KEY<i>, DISTLOCK_FENCE<i>,
+    /// DISTLOCK_TOKEN<i> and DISTLOCK_MODE<i> (shared or exclusive) instead.
     Run(RunArgs),
 
     /// Show whether a lock is held, by whom, since when, until when, and who waits for it.

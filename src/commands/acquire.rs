@@ -21,7 +21,7 @@ pub fn acquire(cfg: AcquireConfig, out: &Output) -> Result<Exit, Error> {
         env_file,
         json,
     } = cfg;
-    let lock = lock::open_set(&cfg.keys, &cfg.topology);
+    let lock = lock::open_set(&cfg.members(), &cfg.topology);
     acquire_with(&cfg, &env_file, json, lock, out)
 }
 
@@ -291,9 +291,14 @@ fn hand_over_set(
 ) -> Result<(), String> {
     match env_file {
         Some(file) => {
-            let lines: Vec<(String, u64, String)> = keys
+            let lines: Vec<crate::envfile::SetKey> = keys
                 .iter()
-                .map(|k| (k.key.clone(), k.fence, k.token.as_str().to_owned()))
+                .map(|k| crate::envfile::SetKey {
+                    key: k.key.clone(),
+                    fence: k.fence,
+                    mode: crate::session::reenter::mode(k.limit),
+                    token: k.token.as_str().to_owned(),
+                })
                 .collect();
             file.append_set(&lines, cfg.ttl).map_err(|e| {
                 format!(
@@ -314,7 +319,7 @@ fn hand_over_set(
                             .to_owned(),
                         token: k.token.as_str(),
                         fence: k.fence,
-                        mode: "exclusive",
+                        mode: crate::session::reenter::mode(k.limit),
                     })
                     .collect(),
                 ttl_ms: u64::try_from(cfg.ttl.as_millis()).unwrap_or(u64::MAX),

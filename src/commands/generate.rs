@@ -146,6 +146,16 @@ fn extra_sections(command: &clap::Command, name: &str) -> Roff {
              --limit N the slot it holds (0 to N-1; no two holders at once have the same)."
                 .into(),
         ));
+        env.push((
+            "DISTLOCK_KEYS, DISTLOCK_KEY<i>, DISTLOCK_FENCE<i>, DISTLOCK_TOKEN<i>, DISTLOCK_MODE<i>"
+                .into(),
+            "Set by distlock in the environment of COMMAND, for every run: the keys as typed \
+             (space-separated) and, per key i from 0 in that order, the key, its fencing token, \
+             its token and its mode (shared with --shared or --shared-key KEY, exclusive \
+             otherwise). A run of several keys gets no DISTLOCK_KEY, DISTLOCK_TOKEN or \
+             DISTLOCK_FENCE."
+                .into(),
+        ));
     }
     if !env.is_empty() {
         roff.control("SH", ["ENVIRONMENT"]);

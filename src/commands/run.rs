@@ -36,7 +36,7 @@ use crate::session::{self, Reentry, Session, Taken, signal_name};
 /// Run the pipeline.
 pub fn run(cfg: RunConfig, out: &Output) -> Result<Exit, Error> {
     // The connection opens in the background while the rest gets ready.
-    let lock = lock::open_set(&cfg.take.keys, &cfg.take.topology);
+    let lock = lock::open_set(&cfg.take.members(), &cfg.take.topology);
     run_with(cfg, lock, out)
 }
 
@@ -310,12 +310,12 @@ fn run_locked(
     // The renewer thread is started by the supervisor when the first renewal comes near.
     let keys = held_keys(lock, grant, &cfg.take);
     let mode = reenter::mode(cfg.take.limit);
-    let mut env = key_env(&keys, mode);
+    let mut env = key_env(&keys);
     let held = keys.iter().map(|k| Held {
         lock: k.id.clone(),
         token: k.token.as_str().to_owned(),
         fence: k.fence,
-        limit: cfg.take.limit,
+        limit: k.limit,
     });
     env.push((reenter::VAR.to_owned(), reenter::with_all(held.collect())));
     env.push((
@@ -433,6 +433,19 @@ fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<
             crate::text::quote(&missing.join(" ")),
         )));
     }
+    // Per key: shared in shared and anything in exclusive reenter; exclusive in shared would
+    // wait for itself: refused at once, before any request.
+    for (member, held) in &found {
+        if held.limit == 0 && cfg.take.limit_of(&member.name) != 0 {
+            let key = crate::text::quote(member.name.key());
+            return Err(Error::Conflict(format!(
+                "lock {key} is held shared by the run that started this one, and this run asked \
+                 for it exclusively: it would wait for itself; add --shared-key {} (or \
+                 --shared) to this run, or take {key} exclusively in the outer run",
+                member.name.key()
+            )));
+        }
+    }
     let program = spawn::resolve(&cfg.argv[0])?;
     let timeout = cfg.take.topology.timeout();
     let mut keys = Vec::new();
@@ -449,6 +462,7 @@ fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<
                 token,
                 fence,
                 id: member.id.clone(),
+                limit: held.limit,
             }),
             Ok(None) => {
                 out.error(
@@ -478,17 +492,18 @@ fn set_reentry(cfg: &RunConfig, lock: &dyn Lock, out: &Output) -> Result<Option<
             cfg.take.quoted()
         ),
     );
-    let mut env = key_env(&keys, reenter::mode(cfg.take.limit));
+    let mut env = key_env(&keys);
     env.push((
         "DISTLOCK_TTL_MS".to_owned(),
         cfg.take.ttl.as_millis().to_string(),
     ));
-    Err(reenter::exec_with(
-        &program,
-        &cfg.argv,
-        &env,
-        SINGLE_KEY_VARS,
-    ))
+    // An outer set's numbered variables beyond this set's keys go too.
+    let others: Vec<String> = (keys.len()..crate::config::MAX_KEYS)
+        .flat_map(|i| ["KEY", "TOKEN", "FENCE", "MODE"].map(|name| format!("DISTLOCK_{name}{i}")))
+        .collect();
+    let mut unset: Vec<&str> = SINGLE_KEY_VARS.to_vec();
+    unset.extend(others.iter().map(String::as_str));
+    Err(reenter::exec_with(&program, &cfg.argv, &env, &unset))
 }
 
 /// The renewer's Redis timeout: short enough to leave room for retries before the kill signal.

@@ -193,8 +193,12 @@ pub struct TakeConfig {
     pub claim: Duration,
     /// How long to retry a Redis that has never answered.
     pub unreachable_after: Duration,
-    /// 1: a mutex (an exclusive run); N: a counting semaphore; 0: shared (`--shared`).
+    /// 1: a mutex (an exclusive run); N: a counting semaphore; 0: shared (`--shared`, or
+    /// `--shared-key` naming every key).
     pub limit: u32,
+    /// The keys held shared while the others are exclusive (`--shared-key`, a set of mixed
+    /// modes); empty when every key has [`TakeConfig::limit`]. See [`TakeConfig::limit_of`].
+    pub shared_keys: Vec<LockName>,
     /// Cancel the older waiters (`--supersede`).
     pub supersede: bool,
     /// Stop the holder's command, and cancel the older waiters (`--replace`).
@@ -209,6 +213,28 @@ impl TakeConfig {
     /// Whether the run takes several keys (a lock set).
     pub fn is_set(&self) -> bool {
         self.keys.len() > 1
+    }
+
+    /// The limit key `name` is taken with: 0 for a key held shared (`--shared`, or named by
+    /// `--shared-key`), [`TakeConfig::limit`] otherwise.
+    pub fn limit_of(&self, name: &LockName) -> u32 {
+        if self.shared_keys.contains(name) {
+            0
+        } else {
+            self.limit
+        }
+    }
+
+    /// Each key's own limit where it differs from [`TakeConfig::limit`] (a set of mixed modes,
+    /// `--shared-key`), in the order typed: what `lock::open_set` gives each member.
+    pub fn members(&self) -> Vec<(LockName, Option<u32>)> {
+        self.keys
+            .iter()
+            .map(|name| {
+                let limit = self.limit_of(name);
+                (name.clone(), (limit != self.limit).then_some(limit))
+            })
+            .collect()
     }
 
     /// A set's keys in the order it takes them (by Redis key bytes, as `lock::open_set`),
@@ -584,7 +610,15 @@ fn take_config(
                 .into(),
         ));
     }
-    if args.shared {
+    let shared_keys = shared_keys(&args, &keys, origins)?;
+    // `--shared-key` naming every key is `--shared`.
+    let shared = args.shared || (!shared_keys.is_empty() && shared_keys.len() == keys.len());
+    let option = if args.shared {
+        "--shared"
+    } else {
+        "--shared-key"
+    };
+    if args.shared || !shared_keys.is_empty() {
         let with = if args.limit > 1 {
             Some("--limit (readers are not counted: a shared key has no limit)")
         } else if args.supersede || args.replace {
@@ -596,7 +630,7 @@ fn take_config(
         };
         if let Some(with) = with {
             return Err(Error::Usage(format!(
-                "--shared does not go with {with}: drop one of them"
+                "{option} does not go with {with}: drop one of them"
             )));
         }
     }
@@ -626,11 +660,14 @@ fn take_config(
     if let Some(refused) = topology.refuses(args.supersede || args.replace, args.limit) {
         return Err(Error::Usage(refused));
     }
-    if args.shared && matches!(topology, crate::lock::Topology::Redlock { .. }) {
-        return Err(Error::Usage(
-            "--shared needs a line of waiters, which a Redlock of independent servers cannot              keep (a stream of readers would starve a writer); drop --shared, or give one URL              (plain, redis+sentinel:// or redis+cluster://)"
-                .into(),
-        ));
+    if (args.shared || !shared_keys.is_empty())
+        && matches!(topology, crate::lock::Topology::Redlock { .. })
+    {
+        return Err(Error::Usage(format!(
+            "{option} needs a line of waiters, which a Redlock of independent servers cannot \
+             keep (a stream of readers would starve a writer); drop {option}, or give one URL \
+             (plain, redis+sentinel:// or redis+cluster://)"
+        )));
     }
     Ok(TakeConfig {
         topology,
@@ -660,7 +697,8 @@ fn take_config(
         .claim(global.redis_timeout.value),
         unreachable_after: args.unreachable_after.value,
         // 0: a shared lock's reader (see `lock::Request::limit`).
-        limit: if args.shared { 0 } else { args.limit },
+        limit: if shared { 0 } else { args.limit },
+        shared_keys: if shared { Vec::new() } else { shared_keys },
         supersede: args.supersede,
         replace: args.replace,
         after,
@@ -725,6 +763,46 @@ fn lock_names(
         .iter()
         .map(|key| lock_name(prefix, key, origins))
         .collect()
+}
+
+/// The keys `--shared-key` names (each one of the `-k` keys, none twice, not with
+/// `--shared`), checked before anything is sent.
+fn shared_keys(
+    args: &cli::TakeArgs,
+    keys: &[LockName],
+    origins: &Origins,
+) -> Result<Vec<LockName>, Error> {
+    let given = &args.shared_key;
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    if args.shared {
+        let shared = origins.option("shared");
+        return Err(Error::Usage(format!(
+            "--shared-key is redundant with {shared}, which already makes every key shared: \
+             drop --shared-key (or drop {shared} to keep only the named keys shared)"
+        )));
+    }
+    let mut shared: Vec<LockName> = Vec::new();
+    for (i, key) in given.iter().enumerate() {
+        if given[..i].contains(key) {
+            return Err(Error::Usage(format!(
+                "--shared-key {} is given twice; give each key once",
+                crate::text::quote(key)
+            )));
+        }
+        match keys.iter().find(|name| name.key() == key) {
+            Some(name) => shared.push(name.clone()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "--shared-key {} names a key not given with -k; add -k {key}, or name \
+                     one of the -k keys",
+                    crate::text::quote(key),
+                )));
+            }
+        }
+    }
+    Ok(shared)
 }
 
 /// The longest `--min-interval` or `--cooldown`.

@@ -351,3 +351,141 @@ fn several_keys_refuse_what_a_set_cannot_keep() {
     let msg = usage(&["-k", "a", "-k", "b{", "--", "true"]);
     assert!(msg.contains("brace"), "{msg}");
 }
+
+#[test]
+fn a_shared_key_is_shared_and_the_others_exclusive() {
+    let run = parse(&["-k", "b", "-k", "a", "--shared-key", "a", "--", "true"]).unwrap();
+    let take = &run.take;
+    assert_eq!(take.limit, 1);
+    let limits: Vec<(&str, u32)> = (take.keys.iter())
+        .map(|k| (k.key(), take.limit_of(k)))
+        .collect();
+    assert_eq!(limits, [("b", 1), ("a", 0)]);
+    let members = take.members();
+    let members: Vec<(&str, Option<u32>)> = members.iter().map(|(k, l)| (k.key(), *l)).collect();
+    assert_eq!(members, [("b", None), ("a", Some(0))]);
+    // Naming every key is --shared.
+    let all = parse(&[
+        "-k",
+        "a",
+        "-k",
+        "b",
+        "--shared-key",
+        "b",
+        "--shared-key",
+        "a",
+        "--",
+        "true",
+    ])
+    .unwrap();
+    assert_eq!(all.take.limit, 0);
+    assert!(all.take.shared_keys.is_empty());
+    let one = parse(&["-k", "a", "--shared-key", "a", "--", "true"]).unwrap();
+    assert_eq!(one.take.limit, 0);
+    assert_eq!(one.take.members().len(), 1);
+    // Without it, nothing changes.
+    let plain = parse(&["-k", "a", "-k", "b", "--", "true"]).unwrap();
+    assert!(plain.take.members().iter().all(|(_, l)| l.is_none()));
+}
+
+#[test]
+fn shared_key_refusals_name_the_fix() {
+    let msg = usage(&["-k", "a", "-k", "b", "--shared-key", "c", "--", "true"]);
+    assert!(
+        msg.contains("--shared-key \"c\" names a key not given with -k; add -k c"),
+        "{msg}"
+    );
+    let msg = usage(&[
+        "-k",
+        "a",
+        "-k",
+        "b",
+        "--shared",
+        "--shared-key",
+        "a",
+        "--",
+        "true",
+    ]);
+    assert!(
+        msg.contains("--shared-key is redundant with --shared"),
+        "{msg}"
+    );
+    let msg = usage(&[
+        "-k",
+        "a",
+        "-k",
+        "b",
+        "--shared-key",
+        "a",
+        "--shared-key",
+        "a",
+        "--",
+        "true",
+    ]);
+    assert!(msg.contains("--shared-key \"a\" is given twice"), "{msg}");
+    for (extra, says) in [
+        (
+            &["--min-interval", "1m"][..],
+            "--min-interval or --cooldown",
+        ),
+        (&["--cooldown", "1m"][..], "--min-interval or --cooldown"),
+    ] {
+        let mut args = vec!["-k", "a", "-k", "b", "--shared-key", "a"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "true"]);
+        let msg = usage(&args);
+        assert!(
+            msg.contains(&format!("--shared-key does not go with {says}")),
+            "{msg}"
+        );
+    }
+    // With one key, --limit and --supersede/--replace meet --shared-key's own refusal.
+    let msg = usage(&["-k", "a", "--shared-key", "a", "--limit", "3", "--", "true"]);
+    assert!(
+        msg.contains("--shared-key does not go with --limit"),
+        "{msg}"
+    );
+    let msg = usage(&["-k", "a", "--shared-key", "a", "--supersede", "--", "true"]);
+    assert!(
+        msg.contains("--shared-key does not go with --supersede or --replace"),
+        "{msg}"
+    );
+    let msg = usage(&["-k", "a", "--shared-key", "a", "--replace", "--", "true"]);
+    assert!(
+        msg.contains("--shared-key does not go with --supersede or --replace"),
+        "{msg}"
+    );
+    // Several keys refuse --limit N>1, --supersede and --replace first, as without it.
+    let msg = usage(&[
+        "-k",
+        "a",
+        "-k",
+        "b",
+        "--shared-key",
+        "a",
+        "--limit",
+        "2",
+        "--",
+        "true",
+    ]);
+    assert!(msg.contains("takes one key"), "{msg}");
+    let msg = usage(&[
+        "--redis",
+        "redis://127.0.0.1:2",
+        "--redis",
+        "redis://127.0.0.1:3",
+        "-k",
+        "a",
+        "-k",
+        "b",
+        "--shared-key",
+        "a",
+        "--",
+        "true",
+    ]);
+    assert!(
+        msg.contains("--shared-key needs a line of waiters, which a Redlock")
+            && !msg.contains("  "),
+        "{msg}"
+    );
+}

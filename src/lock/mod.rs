@@ -466,6 +466,16 @@ pub enum Residue {
     MayRemain(Duration),
 }
 
+/// A key a lock over several keys held and lost while it waited for a later one
+/// ([`Lock::take_lost_while_waiting`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostWhileWaiting {
+    /// The key that was lost.
+    pub key: String,
+    /// The key the set was waiting for then, if known.
+    pub waiting_for: Option<String>,
+}
+
 /// One key of a lock over several keys ([`Lock::members`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
@@ -592,6 +602,13 @@ pub trait Lock: Send {
     /// once per run (by this handle and every handle [`Lock::fresh`] made from it): a Redlock
     /// that goes on without a node must say so. A lock on one server has none.
     fn take_failures(&mut self) -> Vec<NodeFailure> {
+        Vec::new()
+    }
+
+    /// A lock over several keys: each key it held and lost while it waited for a later one
+    /// (broken, expired, or Redis lost it), since this was last asked, with the key it was
+    /// waiting for then. It gave every key back and starts again from the first: nothing ran.
+    fn take_lost_while_waiting(&mut self) -> Vec<LostWhileWaiting> {
         Vec::new()
     }
 

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Answer, Extended, Lock, LockName, LockState, Member, NodeFailure, Ownership, Request, Residue,
-    Token, Validity,
+    Answer, Extended, Lock, LockName, LockState, LostWhileWaiting, Member, NodeFailure, Ownership,
+    Request, Residue, Token, Validity,
 };
 use crate::backend::{BackendError, Budget, Notice, Subscription};
 use crate::clock::Moment;
@@ -58,6 +58,8 @@ struct Slot {
     token: Option<Token>,
     /// An attempt was sent to it: giving up must ask it.
     touched: bool,
+    /// Its own limit, when not the request's (a shared key in a set of mixed modes).
+    limit: Option<u32>,
 }
 
 impl Slot {
@@ -70,12 +72,20 @@ impl Slot {
 struct Shared {
     /// The key the last attempt found busy, or that a renewal or release found lost.
     noted: Option<String>,
+    /// Keys lost while the set waited, not yet told ([`Lock::take_lost_while_waiting`]).
+    lost: Vec<LostWhileWaiting>,
 }
 
 impl LockSet {
     /// The set of `members` (one lock per key, in any order; at least one).
-    pub fn new(mut members: Vec<Box<dyn Lock>>) -> Self {
-        members.sort_by(|a, b| {
+    pub fn new(members: Vec<Box<dyn Lock>>) -> Self {
+        LockSet::with_limits(members.into_iter().map(|m| (m, None)).collect())
+    }
+
+    /// The set of `members`, each with its own limit when it is not the request's (`Some(0)`:
+    /// a key held shared in a set whose other keys are exclusive).
+    pub fn with_limits(mut members: Vec<(Box<dyn Lock>, Option<u32>)>) -> Self {
+        members.sort_by(|(a, _), (b, _)| {
             a.name()
                 .lock_key()
                 .as_bytes()
@@ -83,16 +93,17 @@ impl LockSet {
         });
         let name = members
             .first()
-            .map_or_else(|| LockName::new("", ""), |m| m.name().clone());
+            .map_or_else(|| LockName::new("", ""), |(m, _)| m.name().clone());
         LockSet {
             name,
             members: members
                 .into_iter()
-                .map(|lock| Slot {
+                .map(|(lock, limit)| Slot {
                     lock,
                     held: None,
                     token: None,
                     touched: false,
+                    limit,
                 })
                 .collect(),
             shared: Arc::new(Mutex::new(Shared::default())),
@@ -111,6 +122,7 @@ impl LockSet {
                 held: None,
                 token: Some(token),
                 touched: true,
+                limit: None,
             })
             .collect();
         slots.sort_by(|a, b| {
@@ -157,6 +169,13 @@ impl LockSet {
                 Extended::NotHeld => {
                     let name = slot.lock.name().clone();
                     self.give_back(token, claim, budget);
+                    if let Ok(mut shared) = self.shared.lock() {
+                        let waiting_for = shared.noted.take();
+                        shared.lost.push(LostWhileWaiting {
+                            key: name.key().to_owned(),
+                            waiting_for,
+                        });
+                    }
                     self.note(Some(&name));
                     return Ok(false);
                 }
@@ -251,6 +270,7 @@ impl Lock for LockSet {
             let token = slot.token(request.token);
             let member_request = Request {
                 token: &token,
+                limit: slot.limit.unwrap_or(request.limit),
                 ..request.clone()
             };
             slot.touched = true;
@@ -424,6 +444,7 @@ impl Lock for LockSet {
                     held: s.held,
                     token: s.token.clone(),
                     touched: s.touched,
+                    limit: s.limit,
                 })
                 .collect(),
             shared: Arc::clone(&self.shared),
@@ -436,6 +457,13 @@ impl Lock for LockSet {
             .iter_mut()
             .flat_map(|s| s.lock.take_failures())
             .collect()
+    }
+
+    fn take_lost_while_waiting(&mut self) -> Vec<LostWhileWaiting> {
+        self.shared
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.lost))
+            .unwrap_or_default()
     }
 
     fn busy_key(&self) -> Option<String> {

@@ -69,11 +69,16 @@ pub fn open(name: LockName, topology: &Topology) -> Box<dyn Lock> {
 
 /// The lock over every key of `names` on `topology` (a [`super::set::LockSet`] for several,
 /// taken in key order; the lock of that key for one). Connects on first use.
-pub fn open_set(names: &[LockName], topology: &Topology) -> Box<dyn Lock> {
+/// Each name comes with its own limit when it differs from the request's (a set of mixed
+/// modes: a shared key, 0, among exclusive ones); one key never has one.
+pub fn open_set(names: &[(LockName, Option<u32>)], topology: &Topology) -> Box<dyn Lock> {
     match names {
-        [one] => open(one.clone(), topology),
-        _ => Box::new(super::set::LockSet::new(
-            names.iter().map(|n| open(n.clone(), topology)).collect(),
+        [(one, _)] => open(one.clone(), topology),
+        _ => Box::new(super::set::LockSet::with_limits(
+            names
+                .iter()
+                .map(|(n, limit)| (open(n.clone(), topology), *limit))
+                .collect(),
         )),
     }
 }

@@ -51,6 +51,8 @@ events! {
     Waiting = "waiting", "the lock is busy; the wait begins";
     StillWaiting = "still-waiting", "still waiting, every --report-every";
     ChangedHands = "changed-hands", "the lock passed to another holder";
+    SetRestarted = "set-restarted", "a set lost a held key; it starts over";
+    LockOrder = "lock-order", "a nested run inverts the key order";
     Notified = "notified", "a release notification arrived (-v)";
     SubscribeFailed = "subscribe-failed", "no release notifications; polling";
     SubscriptionLost = "subscription-lost", "release notifications were cut (-v)";

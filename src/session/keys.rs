@@ -16,6 +16,8 @@ pub struct HeldKey {
     pub fence: u64,
     /// What names it across processes ([`reenter::lock_id`]).
     pub id: String,
+    /// Its limit (0: held shared; see [`reenter::mode`]).
+    pub limit: u32,
 }
 
 /// Every key a grant holds, in the order typed (a set's members come in key order).
@@ -27,6 +29,7 @@ pub fn held_keys(lock: &dyn Lock, grant: &Grant, take: &TakeConfig) -> Vec<HeldK
             token: grant.token.clone(),
             fence: grant.fence,
             id: reenter::lock_id(lock),
+            limit: take.limit,
         }];
     }
     take.keys
@@ -38,6 +41,7 @@ pub fn held_keys(lock: &dyn Lock, grant: &Grant, take: &TakeConfig) -> Vec<HeldK
                 token: member.token.clone().unwrap_or_else(|| grant.token.clone()),
                 fence: member.fence.unwrap_or(grant.fence),
                 id: member.id.clone(),
+                limit: take.limit_of(name),
             })
         })
         .collect()
@@ -45,15 +49,18 @@ pub fn held_keys(lock: &dyn Lock, grant: &Grant, take: &TakeConfig) -> Vec<HeldK
 
 /// `DISTLOCK_KEYS` (space-separated, in the order typed) and, per key `i` from 0 in that
 /// order, `DISTLOCK_KEY<i>`, `DISTLOCK_FENCE<i>`, `DISTLOCK_TOKEN<i>` and `DISTLOCK_MODE<i>`
-/// (`mode`: `shared` or `exclusive`, [`reenter::mode`]).
-pub fn key_env(keys: &[HeldKey], mode: &str) -> Vec<(String, String)> {
+/// (each key's mode: `shared` or `exclusive`, [`reenter::mode`]).
+pub fn key_env(keys: &[HeldKey]) -> Vec<(String, String)> {
     let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
     let mut env = vec![("DISTLOCK_KEYS".to_owned(), names.join(" "))];
     for (i, k) in keys.iter().enumerate() {
         env.push((format!("DISTLOCK_KEY{i}"), k.key.clone()));
         env.push((format!("DISTLOCK_FENCE{i}"), k.fence.to_string()));
         env.push((format!("DISTLOCK_TOKEN{i}"), k.token.as_str().to_owned()));
-        env.push((format!("DISTLOCK_MODE{i}"), mode.to_owned()));
+        env.push((
+            format!("DISTLOCK_MODE{i}"),
+            reenter::mode(k.limit).to_owned(),
+        ));
     }
     env
 }

@@ -97,6 +97,55 @@ pub fn held_by_ancestor(lock: &dyn Lock, prefix: &str) -> Option<(Held, Source)>
     }
 }
 
+/// The keys of `lock` that come before a key an ancestor holds on the same deployment (key
+/// order, as a set takes its keys): `(ours, the ancestor's)`, each key as typed. Waiting for
+/// such a key while the ancestor holds the later one inverts the order every set keeps, so
+/// a run that takes both (`-k a -k b`) and holds the first can deadlock with this one.
+pub fn inversions(lock: &dyn Lock) -> Vec<(String, String)> {
+    let inherited = inherited();
+    if inherited.is_empty() {
+        return Vec::new();
+    }
+    let ours: Vec<(String, String)> = {
+        let members = lock.members();
+        if members.is_empty() {
+            vec![(lock.name().key().to_owned(), lock_id(lock))]
+        } else {
+            (members.into_iter())
+                .map(|m| (m.name.key().to_owned(), m.id))
+                .collect()
+        }
+    };
+    // "deployment lock-key": the lock key is the last word (keys hold no whitespace).
+    let split = |id: &str| {
+        id.rsplit_once(' ')
+            .map(|(d, k)| (d.to_owned(), k.to_owned()))
+    };
+    let mut found = Vec::new();
+    for (key, id) in &ours {
+        let Some((deployment, lock_key)) = split(id) else {
+            continue;
+        };
+        for held in &inherited {
+            let Some((their_deployment, their_key)) = split(&held.lock) else {
+                continue;
+            };
+            let ours_too = ours.iter().any(|(_, id)| *id == held.lock);
+            if their_deployment == deployment
+                && their_key.as_bytes() > lock_key.as_bytes()
+                && !ours_too
+            {
+                // The key as typed: between the braces of its hash tag.
+                let typed = (their_key.rsplit_once('{'))
+                    .and_then(|(_, rest)| rest.strip_suffix('}'))
+                    .unwrap_or(&their_key);
+                found.push((key.clone(), typed.to_owned()));
+            }
+        }
+    }
+    found
+}
+
 /// `DISTLOCK_HELD` for the command of a run that holds `ours`: the inherited entries and ours.
 pub fn with(ours: Held) -> String {
     let mut held: Vec<Held> = inherited()
@@ -142,7 +191,9 @@ pub fn check(
     // for itself (its own ancestor holds the key shared): refused at once.
     if *source == Source::Run && held.limit == 0 && limit == 1 {
         return Err(Error::Conflict(format!(
-            "lock {key} is held shared by the run that started this one, and this run asked for              it exclusively: it would wait for itself; add --shared to this run, or take the lock              without --shared in the outer run"
+            "lock {key} is held shared by the run that started this one, and this run asked for \
+             it exclusively: it would wait for itself; add --shared to this run, or take the lock \
+             without --shared in the outer run"
         )));
     }
     if *source == Source::Run && held.limit != limit && !(held.limit == 1 && limit == 0) {
@@ -189,8 +240,19 @@ pub fn exec(
         ("DISTLOCK_TOKEN".to_owned(), held.token.clone()),
         ("DISTLOCK_FENCE".to_owned(), fence.to_string()),
         ("DISTLOCK_MODE".to_owned(), mode(held.limit).to_owned()),
+        // The numbered variables of a run of one key, replacing an outer set's: its key 0
+        // may be another key.
+        ("DISTLOCK_KEYS".to_owned(), key.to_owned()),
+        ("DISTLOCK_KEY0".to_owned(), key.to_owned()),
+        ("DISTLOCK_TOKEN0".to_owned(), held.token.clone()),
+        ("DISTLOCK_FENCE0".to_owned(), fence.to_string()),
+        ("DISTLOCK_MODE0".to_owned(), mode(held.limit).to_owned()),
     ];
-    exec_with(program, argv, &env, &[])
+    let others: Vec<String> = (1..crate::config::MAX_KEYS)
+        .flat_map(|i| ["KEY", "TOKEN", "FENCE", "MODE"].map(|name| format!("DISTLOCK_{name}{i}")))
+        .collect();
+    let unset: Vec<&str> = others.iter().map(String::as_str).collect();
+    exec_with(program, argv, &env, &unset)
 }
 
 /// As [`exec`], with the variables `env` set and `unset` removed.

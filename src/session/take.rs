@@ -68,6 +68,7 @@ pub fn take(
         cfg.report_every,
     );
     display.warn_after(cfg.warn_wait);
+    display.warn_on_inversion(super::reenter::inversions(lock));
     if cfg.is_set() {
         let keys: Vec<&str> = cfg.keys.iter().map(|k| k.key()).collect();
         display.for_set(&keys.join(" "));
@@ -153,13 +154,16 @@ pub fn take(
             Ok(Taken::Exit(Exit::Code(cfg.busy_exit)))
         }
         Waited::Conflict(conflict) => {
-            let key = match lock.busy_key().filter(|_| cfg.is_set()) {
-                Some(busy) => crate::text::quote(&busy),
-                None => key,
+            // A set names the key, and what this run asked of that key (its own mode).
+            let (key, asked) = match lock.busy_key().filter(|_| cfg.is_set()) {
+                Some(busy) => {
+                    let asked = (cfg.keys.iter().find(|k| k.key() == busy))
+                        .map_or(cfg.limit, |name| cfg.limit_of(name));
+                    (crate::text::quote(&busy), asked)
+                }
+                None => (key, cfg.limit),
             };
-            Err(Error::Conflict(conflict_message(
-                &conflict, &key, cfg.limit,
-            )))
+            Err(Error::Conflict(conflict_message(&conflict, &key, asked)))
         }
         Waited::Interrupted { signal, residue } => {
             let what = left_behind(residue, &key).unwrap_or_else(|| {

@@ -39,6 +39,11 @@ pub struct WaitDisplay {
     failing: Option<Failing>,
     /// `run --warn-wait`, until it is said.
     warn_wait: Option<Duration>,
+    /// The key as typed (one key), or the set's key waited for now.
+    waiting: String,
+    /// Keys of ours before a key an ancestor holds (`(ours, theirs)`): the lock-order warning
+    /// when one of ours turns out busy, until it is said.
+    inversions: Vec<(String, String)>,
 }
 
 struct Failing {
@@ -86,7 +91,37 @@ impl WaitDisplay {
             next_report: None,
             failing: None,
             warn_wait: None,
+            waiting: key.to_owned(),
+            inversions: Vec::new(),
         }
+    }
+
+    /// Warn once, naming both keys and the fix, if one of `inversions` (a key of ours, and a
+    /// later key an ancestor holds) turns out busy.
+    pub fn warn_on_inversion(&mut self, inversions: Vec<(String, String)>) {
+        self.inversions = inversions;
+    }
+
+    /// The lock-order warning, if the key waited for now is one of ours that comes before a
+    /// key an ancestor holds. Once.
+    fn lock_order(&mut self) {
+        let Some((ours, theirs)) = (self.inversions.iter())
+            .find(|(ours, _)| *ours == self.waiting)
+            .cloned()
+        else {
+            return;
+        };
+        self.inversions.clear();
+        let msg = format!(
+            "waiting for lock {} while the run that started this one holds {}, which comes after \
+             it in key order: a run that holds {} and waits for {} would deadlock with this one; \
+             take both in one outer run (-k {ours} -k {theirs}) instead",
+            quote(&ours),
+            quote(&theirs),
+            quote(&ours),
+            quote(&theirs),
+        );
+        self.warn(Ev::LockOrder, msg);
     }
 
     /// Say once, naming the holder, when the wait has lasted `after` (`run --warn-wait`).
@@ -212,6 +247,7 @@ impl WaitDisplay {
     /// A set's wait is now for `key`: messages name it. A new key is a new wait to show (its
     /// holder did not "change hands").
     pub fn waiting_for(&mut self, key: &str) {
+        key.clone_into(&mut self.waiting);
         if let Some(set) = &self.set {
             let named = format!("{} of set {set}", quote(key));
             if named != self.key {
@@ -224,6 +260,7 @@ impl WaitDisplay {
     /// The lock is busy: `holders` is what the last attempt learned about them, `position` our
     /// place in line (if we have one).
     pub fn busy(&mut self, holders: &Holders, position: Option<u32>) {
+        self.lock_order();
         let now = Instant::now();
         let first = self.last.is_none();
         let changed = self
@@ -343,6 +380,32 @@ impl WaitDisplay {
                 *next = now + SPINNER_REFRESH;
             }
             _ => {}
+        }
+    }
+
+    /// A set lost a key it held while it waited for a later one, and starts again: a notice
+    /// (not under `-q`), once per loss.
+    pub fn lost_while_waiting(&mut self, lost: &crate::lock::LostWhileWaiting) {
+        let set = self.set.clone().unwrap_or_else(|| self.key.clone());
+        let waiting = lost
+            .waiting_for
+            .as_ref()
+            .map(|k| format!(" while it waited for {}", quote(k)))
+            .unwrap_or_default();
+        let msg = format!(
+            "lock {} of set {set} was lost{waiting} (broken, expired, or Redis lost it); every \
+             key was given back and the set starts again from its first key (its command has \
+             not started)",
+            quote(&lost.key)
+        );
+        // The wait shown is a new one.
+        self.last = None;
+        match &self.style {
+            Style::Silent => {}
+            Style::Spinner(Some((bar, _))) => {
+                bar.suspend(|| self.out.notice(Ev::SetRestarted, msg));
+            }
+            _ => self.out.notice(Ev::SetRestarted, msg),
         }
     }
 

@@ -277,6 +277,10 @@ impl Waiter<'_> {
         for failure in self.lock.take_failures() {
             self.display.warn(Ev::NodeFailed, failure.warning());
         }
+        // A set that lost a key it held while it waited: said once per loss.
+        for lost in self.lock.take_lost_while_waiting() {
+            self.display.lost_while_waiting(&lost);
+        }
         if attempt.is_ok() && st.failing.take().is_some() {
             self.display.recovered();
         }

@@ -24,6 +24,7 @@ mod hooks;
 mod json_log;
 mod loss;
 mod metrics;
+mod mixed;
 mod monitoring;
 mod notices;
 mod operate;
