@@ -67,6 +67,9 @@ pub enum Rule {
     StartWithFirst,
     /// Mutant (d): the members held are renewed to `--ttl`, not to the claim, while waiting.
     KeepHeldToTtl,
+    /// Mutant (e): giving back leaves the lines but keeps the members held (released by their
+    /// expiry only).
+    GiveBackSkipsHeld,
 }
 
 /// One client: the keys it names (indices into [`KEYS`], in the order typed; one key: a
@@ -78,6 +81,8 @@ pub struct SetSpec {
     pub start_by: u64,
     /// Its work may end at any instant (otherwise after its renewals).
     pub early_release: bool,
+    /// Its `--wait` may run out at any instant it sleeps in line.
+    pub give_up: bool,
     /// How many renewal rounds before its work ends (0: it ends when the first is due).
     pub renewals: u8,
 }
@@ -148,6 +153,8 @@ pub enum SetSometimes {
     HandOff,
     /// A set crashed while waiting, holding a key.
     CrashedHolding,
+    /// A set's `--wait` ran out while it held a key.
+    GaveUpHolding,
     /// A key of a set that crashed while waiting went to another client.
     FreedAfterCrash,
 }
@@ -206,6 +213,8 @@ pub struct SetClient {
     pub lost: bool,
     /// When it crashed, and whether its command had not started then.
     pub crashed: Option<(u64, bool)>,
+    /// Its `--wait` ran out: it gives everything back and ends.
+    pub gave_up: bool,
     spin: Backoff,
     no_expiry: Backoff,
 }
@@ -237,6 +246,8 @@ pub enum SetAction {
     Release(usize),
     /// Its kill deadline passed: the child is killed, the set released.
     Kill(usize),
+    /// Its `--wait` runs out while it sleeps in line.
+    GiveUp(usize),
     Crash(usize),
     Tick(u64),
 }
@@ -328,6 +339,7 @@ impl SetWorld {
                 due: spec.start_by,
                 lost: false,
                 crashed: None,
+                gave_up: false,
                 spin: Backoff::new(SPIN_BASE, SPIN_CAP),
                 no_expiry: Backoff::new(SPIN_CAP, NO_EXPIRY_CAP),
             })
@@ -399,7 +411,7 @@ impl SetWorld {
             // with `succeeded` false), a touched one given up (single.rs `give_up`: the same
             // release, leaving the line), the others skipped.
             Todo::GiveBack { from } => (from..c.held.len())
-                .find(|&j| c.held[j].is_some() || c.touched[j])
+                .find(|&j| self.gives_back(c, j))
                 .map(|j| (j, Req::Release { succeeded: false })),
             Todo::Nothing => None,
         }
@@ -444,6 +456,15 @@ impl SetWorld {
                 {
                     out.push(SetAction::Release(i));
                 }
+            }
+            // waiter.rs `sleep`: the end of the wait ends a sleep (`TimeUp`, `Ended::Busy`);
+            // the session then gives the lock up (set.rs:314-316, `give_back`).
+            if spec.give_up
+                && c.phase == SetPhase::Waiting
+                && c.todo == Todo::Attempt
+                && c.due > now
+            {
+                out.push(SetAction::GiveUp(i));
             }
             if s.crashes > 0 {
                 out.push(SetAction::Crash(i));
@@ -522,6 +543,23 @@ impl SetWorld {
                     succeeded: matches!(a, SetAction::Release(_)),
                 };
                 c.due = now;
+            }
+            SetAction::GiveUp(i) => {
+                let gives_back =
+                    (0..s.clients[i].held.len()).any(|j| self.gives_back(&s.clients[i], j));
+                let c = &mut s.clients[i];
+                if c.held.iter().any(Option::is_some) && c.held.len() > 1 {
+                    self.reached.insert(SetSometimes::GaveUpHolding);
+                }
+                c.gave_up = true;
+                c.due = now;
+                if gives_back {
+                    c.todo = Todo::GiveBack { from: 0 };
+                } else {
+                    c.phase = SetPhase::Done { crashed: false };
+                    c.todo = Todo::Nothing;
+                    c.subscribed = false;
+                }
             }
             SetAction::Crash(i) => {
                 let c = &mut s.clients[i];
@@ -800,9 +838,15 @@ impl SetWorld {
                 c.held[j] = None;
                 c.touched[j] = false;
                 c.due = now;
-                let more = (j + 1..n).find(|&k| c.held[k].is_some() || c.touched[k]);
+                let more = (j + 1..n).find(|&k| self.gives_back(c, k));
                 c.todo = match more {
                     Some(k) => Todo::GiveBack { from: k },
+                    // run.rs: a wait that ran out ends (75) once everything was given back.
+                    None if c.gave_up => {
+                        c.phase = SetPhase::Done { crashed: false };
+                        c.subscribed = false;
+                        Todo::Nothing
+                    }
                     // waiter.rs `run`: `NoPlace` is `Again`: attempt again at once, joining.
                     None => {
                         c.join = true;
@@ -818,6 +862,15 @@ impl SetWorld {
             }
         }
         Ok(())
+    }
+
+    /// Whether giving back asks member `j` (set.rs:159-161: held, or an attempt was sent to
+    /// it).
+    fn gives_back(&self, c: &SetClient, j: usize) -> bool {
+        if self.config.rule == Rule::GiveBackSkipsHeld {
+            return c.held[j].is_none() && c.touched[j];
+        }
+        c.held[j].is_some() || c.touched[j]
     }
 
     fn cap(&self, holding: bool) -> Option<Duration> {
@@ -991,11 +1044,32 @@ impl SetWorld {
                 }
             }
         }
+        // A run whose wait ran out gave everything back: once it ended, no key is held for it
+        // and it is in no line.
+        for c in &s.clients {
+            if !(c.gave_up && matches!(c.phase, SetPhase::Done { .. })) {
+                continue;
+            }
+            for k in 0..KEYS.len() {
+                if redis_holder[k].as_deref() == Some(c.token.as_str())
+                    || self.in_line(ks, k, &c.token, abs)
+                {
+                    return fail(
+                        "a run that gave up leaves nothing behind",
+                        format!(
+                            "{} gave up, but Redis still holds {} for it or keeps its place in line",
+                            c.token, KEYS[k]
+                        ),
+                    );
+                }
+            }
+        }
         // No cycle in the wait-for graph: a client waiting for key k (the first of its members
         // it does not hold) waits for k's holder and for the head of k's line.
         let waits_for = |i: usize| -> Vec<usize> {
             let c = &s.clients[i];
-            if c.phase != SetPhase::Waiting {
+            // (A client giving everything back waits for nobody: it is leaving.)
+            if c.phase != SetPhase::Waiting || c.todo != Todo::Attempt {
                 return Vec::new();
             }
             let Some(j) = c.held.iter().position(Option::is_none) else {
@@ -1252,6 +1326,7 @@ pub fn render_sets(config: SetConfig, cx: &SetCounterexample) -> String {
             },
             SetAction::Release(i) => format!("{}'s work ends: release", who(i)),
             SetAction::Kill(i) => format!("{}'s kill deadline: the child is killed", who(i)),
+            SetAction::GiveUp(i) => format!("{}'s --wait runs out: give everything back", who(i)),
             SetAction::Crash(i) => format!("{} crashes", who(i)),
             SetAction::Tick(t) => format!("time passes to {t}"),
         };

@@ -10,6 +10,7 @@ pub fn set(keys: &[usize]) -> SetSpec {
         keys: keys.to_vec(),
         start_by: 0,
         early_release: true,
+        give_up: false,
         renewals: 0,
     }
 }
@@ -91,6 +92,11 @@ fn c9_small() {
 }
 
 #[test]
+fn c9g_small() {
+    run_sets(c9g(16_000));
+}
+
+#[test]
 fn c9c_small() {
     run_sets(c9c(HORIZON_C9C_SMALL));
 }
@@ -159,6 +165,16 @@ pub fn set_mutants() -> Vec<SetMutant> {
             },
             killed_by: "a set killed while waiting frees its keys within the claim",
             steps: 21,
+        },
+        SetMutant {
+            id: "S9",
+            what: "giving back that leaves the lines but keeps the keys held",
+            config: || SetConfig {
+                rule: Rule::GiveBackSkipsHeld,
+                ..c9g(16_000)
+            },
+            killed_by: "a run that gave up leaves nothing behind",
+            steps: 6,
         },
     ]
 }
@@ -231,6 +247,16 @@ pub fn c9s(horizon_ms: u64) -> SetConfig {
     }
 }
 
+/// C9g: C9 where `-k b -k a` may give up (its `--wait` running out) at any instant it sleeps in
+/// line.
+pub fn c9g(horizon_ms: u64) -> SetConfig {
+    let mut c = c9(horizon_ms);
+    c.name = "C9g sets, a give-up";
+    c.clients[1].give_up = true;
+    c.sometimes.push(SetSometimes::GaveUpHolding);
+    c
+}
+
 /// C10: four clients, two of them starting at any instant up to 2 s: `-k a -k b`, `-k b -k a`
 /// (late), a single-key run on b holding through one renewal, and one on a (late).
 pub fn c10(horizon_ms: u64) -> SetConfig {
@@ -279,4 +305,10 @@ fn c9s_full() {
 #[ignore = "full bounds: make model-check"]
 fn c10_full() {
     run_sets(c10(30_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9g_full() {
+    run_sets(c9g(30_000));
 }
