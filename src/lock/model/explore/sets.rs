@@ -97,6 +97,9 @@ pub struct SetConfig {
     pub every_ms: u64,
     pub horizon_ms: u64,
     pub crashes: u8,
+    /// Attempts on a member that may fail (a transient error, the request not applied: its
+    /// server unreachable), in all, per trace.
+    pub errors: u8,
     pub rule: Rule,
     /// Check the wait-for graph for cycles in every state (off: only progress at the horizon
     /// catches a deadlock).
@@ -129,12 +132,13 @@ impl SetConfig {
                 .join(" ")
         };
         format!(
-            "clients [{}], ttl {} ms, claim {} ms, horizon {} ms, crashes {}, rule {:?}",
+            "clients [{}], ttl {} ms, claim {} ms, horizon {} ms, crashes {}, errors {}, rule {:?}",
             self.clients.iter().map(show).collect::<Vec<_>>().join("; "),
             self.ttl_ms,
             self.claim_ms(),
             self.horizon_ms,
             self.crashes,
+            self.errors,
             self.rule
         )
     }
@@ -155,6 +159,8 @@ pub enum SetSometimes {
     CrashedHolding,
     /// A set's `--wait` ran out while it held a key.
     GaveUpHolding,
+    /// A set's attempt on its next key failed while it held another.
+    FailedHolding,
     /// A key of a set that crashed while waiting went to another client.
     FreedAfterCrash,
 }
@@ -217,6 +223,9 @@ pub struct SetClient {
     pub gave_up: bool,
     spin: Backoff,
     no_expiry: Backoff,
+    /// The error backoff (sleep.rs:19-20 `ERROR_BASE` 100 ms, `ERROR_CAP` 5 s; `Sleeps::
+    /// after_error`, reset by `Sleeps::answered`).
+    errors: Backoff,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -224,6 +233,7 @@ pub struct SetState {
     pub redis: Redis,
     pub clients: Vec<SetClient>,
     pub crashes: u8,
+    pub errors: u8,
 }
 
 impl SetState {
@@ -248,6 +258,8 @@ pub enum SetAction {
     Kill(usize),
     /// Its `--wait` runs out while it sleeps in line.
     GiveUp(usize),
+    /// Its due attempt on a member fails (a transient error; the request not applied).
+    Fail(usize),
     Crash(usize),
     Tick(u64),
 }
@@ -342,12 +354,14 @@ impl SetWorld {
                 gave_up: false,
                 spin: Backoff::new(SPIN_BASE, SPIN_CAP),
                 no_expiry: Backoff::new(SPIN_CAP, NO_EXPIRY_CAP),
+                errors: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
             })
             .collect();
         SetState {
             redis: Redis::at(T0_MS * 1000),
             clients,
             crashes: self.config.crashes,
+            errors: self.config.errors,
         }
     }
 
@@ -439,6 +453,12 @@ impl SetWorld {
                 if c.due <= now {
                     urgent = true;
                     out.push(SetAction::Step(i));
+                    if s.errors > 0
+                        && c.todo == Todo::Attempt
+                        && matches!(self.plan(s, i), Some((_, Req::Acquire { .. })))
+                    {
+                        out.push(SetAction::Fail(i));
+                    }
                 } else if c.phase == SetPhase::Idle {
                     out.push(SetAction::Step(i));
                 }
@@ -543,6 +563,27 @@ impl SetWorld {
                     succeeded: matches!(a, SetAction::Release(_)),
                 };
                 c.due = now;
+            }
+            SetAction::Fail(i) => {
+                // set.rs:271-272: the member is touched, its attempt fails (`?`): the set
+                // answers the error, keeping what it holds. waiter.rs `after_failure`: a
+                // transient error sleeps the error backoff (its ceiling: jitter at the top)
+                // and attempts again; that sleep is not cut by `bounded` (set.rs:180-206 cuts
+                // only answers).
+                let Some((j, _)) = self.plan(&s, i) else {
+                    return fail("every reply decodes", format!("c{i} has nothing to fail"));
+                };
+                if s.clients[i].phase == SetPhase::Idle {
+                    s.clients[i].phase = SetPhase::Waiting;
+                }
+                let c = &mut s.clients[i];
+                c.touched[j] = true;
+                let sleep = c.errors.next_with(jitter_max);
+                c.due = now + millis(sleep).max(1);
+                s.errors -= 1;
+                if c.held.iter().any(Option::is_some) {
+                    self.reached.insert(SetSometimes::FailedHolding);
+                }
             }
             SetAction::GiveUp(i) => {
                 let gives_back =
@@ -693,6 +734,8 @@ impl SetWorld {
                 let holding = s.clients[i].held.iter().any(Option::is_some);
                 let c = &mut s.clients[i];
                 c.touched[j] = true;
+                // waiter.rs `run`: Redis answered (`Sleeps::answered`).
+                c.errors.reset();
                 match answer {
                     Answer::Granted { validity, .. } => {
                         c.held[j] = Some((ms_of(validity.anchor), millis(validity.ttl)));
@@ -1126,10 +1169,11 @@ impl SetWorld {
         Ok(())
     }
 
-    /// A state with nothing left to do (the horizon reached): with no crash, every client
+    /// A state with nothing left to do (the horizon reached): with no fault, every client
     /// ended.
     fn terminal(&self, s: &SetState) -> Result<(), Violation> {
-        if s.crashes < self.config.crashes {
+        // (With no fault: a crash or a failed attempt may leave a client waiting longer.)
+        if s.crashes < self.config.crashes || s.errors < self.config.errors {
             return Ok(());
         }
         let left: Vec<String> = s
@@ -1327,6 +1371,14 @@ pub fn render_sets(config: SetConfig, cx: &SetCounterexample) -> String {
             SetAction::Release(i) => format!("{}'s work ends: release", who(i)),
             SetAction::Kill(i) => format!("{}'s kill deadline: the child is killed", who(i)),
             SetAction::GiveUp(i) => format!("{}'s --wait runs out: give everything back", who(i)),
+            SetAction::Fail(i) => match world.plan(&state, i) {
+                Some((j, _)) => format!(
+                    "{}'s attempt on {} fails (not applied): it sleeps the error backoff",
+                    who(i),
+                    KEYS[world.orders[i][j]]
+                ),
+                None => format!("{} fails", who(i)),
+            },
             SetAction::Crash(i) => format!("{} crashes", who(i)),
             SetAction::Tick(t) => format!("time passes to {t}"),
         };

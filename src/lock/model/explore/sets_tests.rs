@@ -35,6 +35,7 @@ pub fn c9(horizon_ms: u64) -> SetConfig {
         every_ms: 10_000,
         horizon_ms,
         crashes: 0,
+        errors: 0,
         rule: Rule::Real,
         check_cycles: true,
         max_states: 3_000_000,
@@ -257,6 +258,40 @@ pub fn c9g(horizon_ms: u64) -> SetConfig {
     c
 }
 
+/// C9e (a finding, not a pass): short timing, `-k a -k b` and a single-key run on b holding
+/// through one renewal, and up to 6 failed attempts (b's server unreachable): the error
+/// backoff is not cut to a third of the claim, so the set's held a lapses while it waits.
+pub fn c9e(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C9e sets, failing attempts, short timing",
+        clients: vec![
+            set(&[0, 1]),
+            SetSpec {
+                renewals: 1,
+                ..set(&[1])
+            },
+        ],
+        errors: 6,
+        crashes: 0,
+        sometimes: vec![SetSometimes::FailedHolding, SetSometimes::KeptHeld],
+        ..c9s(horizon_ms)
+    }
+}
+
+/// C9d: C9e on the default timing (claim 9.2 s, grace 5 s): the error backoff (at most 5 s)
+/// stays under two thirds of the claim, and the held key is renewed in time.
+pub fn c9d(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C9d sets, failing attempts",
+        ttl_ms: 30_000,
+        grace_ms: 5_000,
+        timeout_ms: 2_000,
+        every_ms: 10_000,
+        errors: 8,
+        ..c9e(horizon_ms)
+    }
+}
+
 /// C10: four clients, two of them starting at any instant up to 2 s: `-k a -k b`, `-k b -k a`
 /// (late), a single-key run on b holding through one renewal, and one on a (late).
 pub fn c10(horizon_ms: u64) -> SetConfig {
@@ -311,4 +346,24 @@ fn c10_full() {
 #[ignore = "full bounds: make model-check"]
 fn c9g_full() {
     run_sets(c9g(30_000));
+}
+
+/// What C9e finds with distlock's own rules (see `docs/verification.md`, "Lock sets").
+#[test]
+fn c9e_error_backoff_lets_a_held_key_lapse() {
+    let config = c9e(8_000);
+    let cx = explore_sets(config.clone(), Vec::new()).expect_err("C9e finds a lapse");
+    let trace = render_sets(config.clone(), &cx);
+    eprintln!("{trace}");
+    assert_eq!(
+        cx.violation.invariant, "a waiting set keeps its earlier keys",
+        "{trace}"
+    );
+    assert!(replay_sets(config, &cx.trace).is_err(), "{trace}");
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9d_full() {
+    run_sets(c9d(25_000));
 }
