@@ -67,6 +67,9 @@ pub enum Rule {
     StartWithFirst,
     /// Mutant (d): the members held are renewed to `--ttl`, not to the claim, while waiting.
     KeepHeldToTtl,
+    /// Mutant (e): giving back leaves the lines but keeps the members held (released by their
+    /// expiry only).
+    GiveBackSkipsHeld,
 }
 
 /// One client: the keys it names (indices into [`KEYS`], in the order typed; one key: a
@@ -78,6 +81,8 @@ pub struct SetSpec {
     pub start_by: u64,
     /// Its work may end at any instant (otherwise after its renewals).
     pub early_release: bool,
+    /// Its `--wait` may run out at any instant it sleeps in line.
+    pub give_up: bool,
     /// How many renewal rounds before its work ends (0: it ends when the first is due).
     pub renewals: u8,
 }
@@ -92,6 +97,9 @@ pub struct SetConfig {
     pub every_ms: u64,
     pub horizon_ms: u64,
     pub crashes: u8,
+    /// Attempts on a member that may fail (a transient error, the request not applied: its
+    /// server unreachable), in all, per trace.
+    pub errors: u8,
     pub rule: Rule,
     /// Check the wait-for graph for cycles in every state (off: only progress at the horizon
     /// catches a deadlock).
@@ -124,12 +132,13 @@ impl SetConfig {
                 .join(" ")
         };
         format!(
-            "clients [{}], ttl {} ms, claim {} ms, horizon {} ms, crashes {}, rule {:?}",
+            "clients [{}], ttl {} ms, claim {} ms, horizon {} ms, crashes {}, errors {}, rule {:?}",
             self.clients.iter().map(show).collect::<Vec<_>>().join("; "),
             self.ttl_ms,
             self.claim_ms(),
             self.horizon_ms,
             self.crashes,
+            self.errors,
             self.rule
         )
     }
@@ -148,6 +157,10 @@ pub enum SetSometimes {
     HandOff,
     /// A set crashed while waiting, holding a key.
     CrashedHolding,
+    /// A set's `--wait` ran out while it held a key.
+    GaveUpHolding,
+    /// A set's attempt on its next key failed while it held another.
+    FailedHolding,
     /// A key of a set that crashed while waiting went to another client.
     FreedAfterCrash,
 }
@@ -206,8 +219,13 @@ pub struct SetClient {
     pub lost: bool,
     /// When it crashed, and whether its command had not started then.
     pub crashed: Option<(u64, bool)>,
+    /// Its `--wait` ran out: it gives everything back and ends.
+    pub gave_up: bool,
     spin: Backoff,
     no_expiry: Backoff,
+    /// The error backoff (sleep.rs:19-20 `ERROR_BASE` 100 ms, `ERROR_CAP` 5 s; `Sleeps::
+    /// after_error`, reset by `Sleeps::answered`).
+    errors: Backoff,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -215,6 +233,7 @@ pub struct SetState {
     pub redis: Redis,
     pub clients: Vec<SetClient>,
     pub crashes: u8,
+    pub errors: u8,
 }
 
 impl SetState {
@@ -237,6 +256,10 @@ pub enum SetAction {
     Release(usize),
     /// Its kill deadline passed: the child is killed, the set released.
     Kill(usize),
+    /// Its `--wait` runs out while it sleeps in line.
+    GiveUp(usize),
+    /// Its due attempt on a member fails (a transient error; the request not applied).
+    Fail(usize),
     Crash(usize),
     Tick(u64),
 }
@@ -328,14 +351,17 @@ impl SetWorld {
                 due: spec.start_by,
                 lost: false,
                 crashed: None,
+                gave_up: false,
                 spin: Backoff::new(SPIN_BASE, SPIN_CAP),
                 no_expiry: Backoff::new(SPIN_CAP, NO_EXPIRY_CAP),
+                errors: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
             })
             .collect();
         SetState {
             redis: Redis::at(T0_MS * 1000),
             clients,
             crashes: self.config.crashes,
+            errors: self.config.errors,
         }
     }
 
@@ -399,7 +425,7 @@ impl SetWorld {
             // with `succeeded` false), a touched one given up (single.rs `give_up`: the same
             // release, leaving the line), the others skipped.
             Todo::GiveBack { from } => (from..c.held.len())
-                .find(|&j| c.held[j].is_some() || c.touched[j])
+                .find(|&j| self.gives_back(c, j))
                 .map(|j| (j, Req::Release { succeeded: false })),
             Todo::Nothing => None,
         }
@@ -427,6 +453,12 @@ impl SetWorld {
                 if c.due <= now {
                     urgent = true;
                     out.push(SetAction::Step(i));
+                    if s.errors > 0
+                        && c.todo == Todo::Attempt
+                        && matches!(self.plan(s, i), Some((_, Req::Acquire { .. })))
+                    {
+                        out.push(SetAction::Fail(i));
+                    }
                 } else if c.phase == SetPhase::Idle {
                     out.push(SetAction::Step(i));
                 }
@@ -444,6 +476,15 @@ impl SetWorld {
                 {
                     out.push(SetAction::Release(i));
                 }
+            }
+            // waiter.rs `sleep`: the end of the wait ends a sleep (`TimeUp`, `Ended::Busy`);
+            // the session then gives the lock up (set.rs:314-316, `give_back`).
+            if spec.give_up
+                && c.phase == SetPhase::Waiting
+                && c.todo == Todo::Attempt
+                && c.due > now
+            {
+                out.push(SetAction::GiveUp(i));
             }
             if s.crashes > 0 {
                 out.push(SetAction::Crash(i));
@@ -522,6 +563,44 @@ impl SetWorld {
                     succeeded: matches!(a, SetAction::Release(_)),
                 };
                 c.due = now;
+            }
+            SetAction::Fail(i) => {
+                // set.rs:271-272: the member is touched, its attempt fails (`?`): the set
+                // answers the error, keeping what it holds. waiter.rs `after_failure`: a
+                // transient error sleeps the error backoff (its ceiling: jitter at the top)
+                // and attempts again; that sleep is not cut by `bounded` (set.rs:180-206 cuts
+                // only answers).
+                let Some((j, _)) = self.plan(&s, i) else {
+                    return fail("every reply decodes", format!("c{i} has nothing to fail"));
+                };
+                if s.clients[i].phase == SetPhase::Idle {
+                    s.clients[i].phase = SetPhase::Waiting;
+                }
+                let c = &mut s.clients[i];
+                c.touched[j] = true;
+                let sleep = c.errors.next_with(jitter_max);
+                c.due = now + millis(sleep).max(1);
+                s.errors -= 1;
+                if c.held.iter().any(Option::is_some) {
+                    self.reached.insert(SetSometimes::FailedHolding);
+                }
+            }
+            SetAction::GiveUp(i) => {
+                let gives_back =
+                    (0..s.clients[i].held.len()).any(|j| self.gives_back(&s.clients[i], j));
+                let c = &mut s.clients[i];
+                if c.held.iter().any(Option::is_some) && c.held.len() > 1 {
+                    self.reached.insert(SetSometimes::GaveUpHolding);
+                }
+                c.gave_up = true;
+                c.due = now;
+                if gives_back {
+                    c.todo = Todo::GiveBack { from: 0 };
+                } else {
+                    c.phase = SetPhase::Done { crashed: false };
+                    c.todo = Todo::Nothing;
+                    c.subscribed = false;
+                }
             }
             SetAction::Crash(i) => {
                 let c = &mut s.clients[i];
@@ -655,6 +734,8 @@ impl SetWorld {
                 let holding = s.clients[i].held.iter().any(Option::is_some);
                 let c = &mut s.clients[i];
                 c.touched[j] = true;
+                // waiter.rs `run`: Redis answered (`Sleeps::answered`).
+                c.errors.reset();
                 match answer {
                     Answer::Granted { validity, .. } => {
                         c.held[j] = Some((ms_of(validity.anchor), millis(validity.ttl)));
@@ -800,9 +881,15 @@ impl SetWorld {
                 c.held[j] = None;
                 c.touched[j] = false;
                 c.due = now;
-                let more = (j + 1..n).find(|&k| c.held[k].is_some() || c.touched[k]);
+                let more = (j + 1..n).find(|&k| self.gives_back(c, k));
                 c.todo = match more {
                     Some(k) => Todo::GiveBack { from: k },
+                    // run.rs: a wait that ran out ends (75) once everything was given back.
+                    None if c.gave_up => {
+                        c.phase = SetPhase::Done { crashed: false };
+                        c.subscribed = false;
+                        Todo::Nothing
+                    }
                     // waiter.rs `run`: `NoPlace` is `Again`: attempt again at once, joining.
                     None => {
                         c.join = true;
@@ -818,6 +905,15 @@ impl SetWorld {
             }
         }
         Ok(())
+    }
+
+    /// Whether giving back asks member `j` (set.rs:159-161: held, or an attempt was sent to
+    /// it).
+    fn gives_back(&self, c: &SetClient, j: usize) -> bool {
+        if self.config.rule == Rule::GiveBackSkipsHeld {
+            return c.held[j].is_none() && c.touched[j];
+        }
+        c.held[j].is_some() || c.touched[j]
     }
 
     fn cap(&self, holding: bool) -> Option<Duration> {
@@ -991,11 +1087,32 @@ impl SetWorld {
                 }
             }
         }
+        // A run whose wait ran out gave everything back: once it ended, no key is held for it
+        // and it is in no line.
+        for c in &s.clients {
+            if !(c.gave_up && matches!(c.phase, SetPhase::Done { .. })) {
+                continue;
+            }
+            for k in 0..KEYS.len() {
+                if redis_holder[k].as_deref() == Some(c.token.as_str())
+                    || self.in_line(ks, k, &c.token, abs)
+                {
+                    return fail(
+                        "a run that gave up leaves nothing behind",
+                        format!(
+                            "{} gave up, but Redis still holds {} for it or keeps its place in line",
+                            c.token, KEYS[k]
+                        ),
+                    );
+                }
+            }
+        }
         // No cycle in the wait-for graph: a client waiting for key k (the first of its members
         // it does not hold) waits for k's holder and for the head of k's line.
         let waits_for = |i: usize| -> Vec<usize> {
             let c = &s.clients[i];
-            if c.phase != SetPhase::Waiting {
+            // (A client giving everything back waits for nobody: it is leaving.)
+            if c.phase != SetPhase::Waiting || c.todo != Todo::Attempt {
                 return Vec::new();
             }
             let Some(j) = c.held.iter().position(Option::is_none) else {
@@ -1052,10 +1169,11 @@ impl SetWorld {
         Ok(())
     }
 
-    /// A state with nothing left to do (the horizon reached): with no crash, every client
+    /// A state with nothing left to do (the horizon reached): with no fault, every client
     /// ended.
     fn terminal(&self, s: &SetState) -> Result<(), Violation> {
-        if s.crashes < self.config.crashes {
+        // (With no fault: a crash or a failed attempt may leave a client waiting longer.)
+        if s.crashes < self.config.crashes || s.errors < self.config.errors {
             return Ok(());
         }
         let left: Vec<String> = s
@@ -1252,6 +1370,15 @@ pub fn render_sets(config: SetConfig, cx: &SetCounterexample) -> String {
             },
             SetAction::Release(i) => format!("{}'s work ends: release", who(i)),
             SetAction::Kill(i) => format!("{}'s kill deadline: the child is killed", who(i)),
+            SetAction::GiveUp(i) => format!("{}'s --wait runs out: give everything back", who(i)),
+            SetAction::Fail(i) => match world.plan(&state, i) {
+                Some((j, _)) => format!(
+                    "{}'s attempt on {} fails (not applied): it sleeps the error backoff",
+                    who(i),
+                    KEYS[world.orders[i][j]]
+                ),
+                None => format!("{} fails", who(i)),
+            },
             SetAction::Crash(i) => format!("{} crashes", who(i)),
             SetAction::Tick(t) => format!("time passes to {t}"),
         };

@@ -10,6 +10,7 @@ pub fn set(keys: &[usize]) -> SetSpec {
         keys: keys.to_vec(),
         start_by: 0,
         early_release: true,
+        give_up: false,
         renewals: 0,
     }
 }
@@ -34,6 +35,7 @@ pub fn c9(horizon_ms: u64) -> SetConfig {
         every_ms: 10_000,
         horizon_ms,
         crashes: 0,
+        errors: 0,
         rule: Rule::Real,
         check_cycles: true,
         max_states: 3_000_000,
@@ -88,6 +90,11 @@ pub fn run_sets(config: SetConfig) -> SetExplored {
 #[test]
 fn c9_small() {
     run_sets(c9(16_000));
+}
+
+#[test]
+fn c9g_small() {
+    run_sets(c9g(16_000));
 }
 
 #[test]
@@ -160,6 +167,16 @@ pub fn set_mutants() -> Vec<SetMutant> {
             killed_by: "a set killed while waiting frees its keys within the claim",
             steps: 21,
         },
+        SetMutant {
+            id: "S9",
+            what: "giving back that leaves the lines but keeps the keys held",
+            config: || SetConfig {
+                rule: Rule::GiveBackSkipsHeld,
+                ..c9g(16_000)
+            },
+            killed_by: "a run that gave up leaves nothing behind",
+            steps: 6,
+        },
     ]
 }
 
@@ -231,6 +248,50 @@ pub fn c9s(horizon_ms: u64) -> SetConfig {
     }
 }
 
+/// C9g: C9 where `-k b -k a` may give up (its `--wait` running out) at any instant it sleeps in
+/// line.
+pub fn c9g(horizon_ms: u64) -> SetConfig {
+    let mut c = c9(horizon_ms);
+    c.name = "C9g sets, a give-up";
+    c.clients[1].give_up = true;
+    c.sometimes.push(SetSometimes::GaveUpHolding);
+    c
+}
+
+/// C9e (a finding, not a pass): short timing, `-k a -k b` and a single-key run on b holding
+/// through one renewal, and up to 6 failed attempts (b's server unreachable): the error
+/// backoff is not cut to a third of the claim, so the set's held a lapses while it waits.
+pub fn c9e(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C9e sets, failing attempts, short timing",
+        clients: vec![
+            set(&[0, 1]),
+            SetSpec {
+                renewals: 1,
+                ..set(&[1])
+            },
+        ],
+        errors: 6,
+        crashes: 0,
+        sometimes: vec![SetSometimes::FailedHolding, SetSometimes::KeptHeld],
+        ..c9s(horizon_ms)
+    }
+}
+
+/// C9d: C9e on the default timing (claim 9.2 s, grace 5 s): the error backoff (at most 5 s)
+/// stays under two thirds of the claim, and the held key is renewed in time.
+pub fn c9d(horizon_ms: u64) -> SetConfig {
+    SetConfig {
+        name: "C9d sets, failing attempts",
+        ttl_ms: 30_000,
+        grace_ms: 5_000,
+        timeout_ms: 2_000,
+        every_ms: 10_000,
+        errors: 8,
+        ..c9e(horizon_ms)
+    }
+}
+
 /// C10: four clients, two of them starting at any instant up to 2 s: `-k a -k b`, `-k b -k a`
 /// (late), a single-key run on b holding through one renewal, and one on a (late).
 pub fn c10(horizon_ms: u64) -> SetConfig {
@@ -279,4 +340,30 @@ fn c9s_full() {
 #[ignore = "full bounds: make model-check"]
 fn c10_full() {
     run_sets(c10(30_000));
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9g_full() {
+    run_sets(c9g(30_000));
+}
+
+/// What C9e finds with distlock's own rules (see `docs/verification.md`, "Lock sets").
+#[test]
+fn c9e_error_backoff_lets_a_held_key_lapse() {
+    let config = c9e(8_000);
+    let cx = explore_sets(config.clone(), Vec::new()).expect_err("C9e finds a lapse");
+    let trace = render_sets(config.clone(), &cx);
+    eprintln!("{trace}");
+    assert_eq!(
+        cx.violation.invariant, "a waiting set keeps its earlier keys",
+        "{trace}"
+    );
+    assert!(replay_sets(config, &cx.trace).is_err(), "{trace}");
+}
+
+#[test]
+#[ignore = "full bounds: make model-check"]
+fn c9d_full() {
+    run_sets(c9d(25_000));
 }
