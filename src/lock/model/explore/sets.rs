@@ -70,6 +70,9 @@ pub enum Rule {
     /// Mutant (e): giving back leaves the lines but keeps the members held (released by their
     /// expiry only).
     GiveBackSkipsHeld,
+    /// Mutant (f): the sleep after a failed attempt is the error backoff alone, not cut to
+    /// `look_again_within` (a third of the claim, set.rs) while members are held.
+    ErrorSleepUncapped,
 }
 
 /// One client: the keys it names (indices into [`KEYS`], in the order typed; one key: a
@@ -568,18 +571,25 @@ impl SetWorld {
                 // set.rs:271-272: the member is touched, its attempt fails (`?`): the set
                 // answers the error, keeping what it holds. waiter.rs `after_failure`: a
                 // transient error sleeps the error backoff (its ceiling: jitter at the top)
-                // and attempts again; that sleep is not cut by `bounded` (set.rs:180-206 cuts
-                // only answers).
+                // and attempts again; the sleep goes through `Waiter::sleep`, which cuts it to
+                // `Lock::look_again_within` (a third of the claim, at least 100 ms, while a
+                // member is held: set.rs `look_again_within`), as every sleep of the wait.
                 let Some((j, _)) = self.plan(&s, i) else {
                     return fail("every reply decodes", format!("c{i} has nothing to fail"));
                 };
                 if s.clients[i].phase == SetPhase::Idle {
                     s.clients[i].phase = SetPhase::Waiting;
                 }
+                let cap = (self.claim_ms / 3).max(100);
                 let c = &mut s.clients[i];
                 c.touched[j] = true;
-                let sleep = c.errors.next_with(jitter_max);
-                c.due = now + millis(sleep).max(1);
+                let mut sleep = millis(c.errors.next_with(jitter_max));
+                if self.config.rule != Rule::ErrorSleepUncapped
+                    && c.held.iter().any(Option::is_some)
+                {
+                    sleep = sleep.min(cap);
+                }
+                c.due = now + sleep.max(1);
                 s.errors -= 1;
                 if c.held.iter().any(Option::is_some) {
                     self.reached.insert(SetSometimes::FailedHolding);
