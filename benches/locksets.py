@@ -140,19 +140,20 @@ class Sets(Bench):
         ws, we = read_sections(wfile)[0]
         before = [read_sections(f)[0] for joined, f, _ in readers if joined < writer_join]
         after = [read_sections(f)[0] for joined, f, _ in readers if joined > writer_join]
+        queued_after = [read_sections(f)[0] for joined, f, _ in readers
+                        if writer_join < joined < read_sections(wfile)[0][1]]
         last_end = max(e for _, e in before)
         start_after_ms = (ws - last_end) / 1e6
         passed = sum(1 for s, _ in after if s < we)
         overlapped = sum(1 for s, e in before + after if s < we and ws < e)
-        after_starts = sorted(s for s, _ in after)
         # Readers that came after the writer and were in line when it ended start as a batch.
-        batch = [s for s in after_starts if s < we + int(0.3e9)]
+        batch = sorted(s for s, _ in queued_after)
         gaps = [(b - a) / 1e6 for a, b in zip(batch, batch[1:])]
         res = dict(writer_start_after_last_earlier_reader_ms=start_after_ms, later_readers_before_writer=passed,
                    overlaps=overlapped, batch=len(batch), batch_gap_max_ms=max(gaps) if gaps else 0.0)
         log(f"writer: started {start_after_ms:.1f} ms after the last earlier reader ended (bound 200 ms); "
-            f"{passed} later readers passed it; {overlapped} overlaps; batch of {len(batch)} within "
-            f"{res['batch_gap_max_ms']:.1f} ms of each other")
+            f"{passed} later readers passed it; {overlapped} overlaps; the {len(batch)} readers in line behind it "
+            f"started at most {res['batch_gap_max_ms']:.1f} ms apart")
 
         # READERS readers behind a holding writer.
         go = os.path.join(self.tmp, "go")
