@@ -35,7 +35,8 @@ fn expect(cmd: &mut Command, code: i32, what: &str) -> Output {
 
 /// One server: run (with a history), a waiter in line and a polling one, a `--limit 2`
 /// semaphore, status and list (text and JSON), acquire/renew/release through an env file,
-/// break (and the lost report of the broken run), log and stats; then nothing was denied.
+/// break (and the lost report of the broken run), a shared key's reader and writer, lock sets
+/// (one with a shared key), log and stats; then nothing was denied.
 #[test]
 fn every_command_of_the_documented_acl_user_leaves_the_acl_log_empty() {
     let acls = documented_acls();
@@ -137,6 +138,43 @@ fn every_command_of_the_documented_acl_user_leaves_the_acl_log_empty() {
         last.first()
             .is_some_and(|(_, fields)| fields.get(1).is_some_and(|e| e == "lost"))
     });
+
+    // Shared keys and lock sets (issue 27): a reader holds, a writer waits in line behind it,
+    // status shows both; then a set of two keys, one of them shared, and a set of two readers.
+    let rw_dir = Scratch::new();
+    let reader = Holder::new(with_history(), &rw_dir, "rw")
+        .args(&["--shared"])
+        .hold();
+    let writer = spawn(with_history().args(["run", "-k", "rw", "--wait", "20s", "--", "true"]));
+    wait_until("the writer in line", || redis.in_line("rw") == 1);
+    expect(
+        as_user(&url).args(["status", "-k", "rw", "--json"]),
+        0,
+        "status of a shared key",
+    );
+    assert_eq!(reader.finish().status.code(), Some(0));
+    let out = finish(writer);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    expect(
+        with_history().args([
+            "run",
+            "-k",
+            "set-b",
+            "-k",
+            "rw",
+            "--shared-key",
+            "rw",
+            "--",
+            "true",
+        ]),
+        0,
+        "a set with a shared key",
+    );
+    expect(
+        with_history().args(["run", "-k", "set-b", "-k", "rw", "--shared", "--", "true"]),
+        0,
+        "a set of readers",
+    );
 
     for args in [
         &["log"][..],
