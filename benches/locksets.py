@@ -33,13 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import Bench, BenchError, log, nonempty, wait_until  # noqa: E402
-
-
-def mmm(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None
-    return dict(median=statistics.median(xs), min=min(xs), max=max(xs), n=len(xs))
+from waiters import mmm  # noqa: E402 (median, min, max of a list)
 
 
 def read_sections(path):

@@ -13,20 +13,13 @@ impl View<'_> {
         }
         let mut text = match (self.holders.as_slice(), self.is_semaphore()) {
             ([], _) => format!("lock {key} is free\n"),
-            (holders, _) if self.is_shared() => {
-                let mut text = format!(
+            (holders, _) if self.is_shared() => self.holders_text(
+                format!(
                     "lock {key} is held shared by {} (readers: --shared)\n",
                     holders.len()
-                );
-                for shown in holders {
-                    text.push('\n');
-                    self.holder_rows(&mut text, shown, true);
-                }
-                if !self.waiters.is_empty() {
-                    text.push('\n');
-                }
-                text
-            }
+                ),
+                holders,
+            ),
             ([only], false) if only.held.cooldown.is_some() => {
                 // Kept taken after a run that succeeded: nobody may take it until it expires.
                 let mut text = format!("lock {key} is cooling down (it ran recently)\n");
@@ -38,22 +31,14 @@ impl View<'_> {
                 self.holder_rows(&mut text, only, false);
                 text
             }
-            (holders, _) => {
-                let mut text = format!(
+            (holders, _) => self.holders_text(
+                format!(
                     "lock {key} is held: {} of {} slots (a semaphore)\n",
                     holders.len(),
                     self.limit
-                );
-                // A blank line before each holder's rows, and before the line after them.
-                for shown in holders {
-                    text.push('\n');
-                    self.holder_rows(&mut text, shown, true);
-                }
-                if !self.waiters.is_empty() {
-                    text.push('\n');
-                }
-                text
-            }
+                ),
+                holders,
+            ),
         };
         if !self.waiters.is_empty() {
             text.push_str(&match self.waiters.len() {
@@ -99,6 +84,20 @@ impl View<'_> {
     }
 
     /// The rows about one holder; a semaphore's start with its id.
+    /// `heading`, then every holder's rows (a semaphore's slots, a shared key's readers): a blank
+    /// line before each holder's rows, and before the line after them.
+    fn holders_text(&self, heading: String, holders: &[Shown<'_>]) -> String {
+        let mut text = heading;
+        for shown in holders {
+            text.push('\n');
+            self.holder_rows(&mut text, shown, true);
+        }
+        if !self.waiters.is_empty() {
+            text.push('\n');
+        }
+        text
+    }
+
     fn holder_rows(&self, text: &mut String, shown: &Shown<'_>, with_id: bool) {
         let held = shown.held;
         let mut row = |label: &str, value: String| {
